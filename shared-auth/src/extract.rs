@@ -1,0 +1,57 @@
+//! axum extractors for the caller of a request: `RequiredCaller` (401 without a valid token) and
+//! `OptionalCaller` (anonymous without a token, 401 with an invalid one: fail closed).
+
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+
+use crate::claims::Caller;
+use crate::verify::{AuthError, Verifier, bearer_token};
+
+/// The verified caller of an endpoint that needs one.
+#[derive(Debug, Clone)]
+pub struct RequiredCaller(pub Caller);
+
+/// The verified caller of an endpoint that also serves anonymous requests.
+#[derive(Debug, Clone)]
+pub struct OptionalCaller(pub Option<Caller>);
+
+async fn caller_from_parts(
+    parts: &Parts,
+    verifier: &Verifier,
+) -> Result<Option<Caller>, AuthError> {
+    match bearer_token(&parts.headers)? {
+        None => Ok(None),
+        Some(token) => verifier.verify(token).await.map(Some),
+    }
+}
+
+impl<S> FromRequestParts<S> for RequiredCaller
+where
+    Arc<Verifier>: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AuthError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let verifier = Arc::<Verifier>::from_ref(state);
+        caller_from_parts(parts, &verifier)
+            .await?
+            .map(RequiredCaller)
+            .ok_or(AuthError::MissingToken)
+    }
+}
+
+impl<S> FromRequestParts<S> for OptionalCaller
+where
+    Arc<Verifier>: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AuthError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let verifier = Arc::<Verifier>::from_ref(state);
+        caller_from_parts(parts, &verifier).await.map(OptionalCaller)
+    }
+}

@@ -1,0 +1,161 @@
+//! Request-body and query-string extractors whose every rejection is a contract problem:
+//! 415 `unsupported_media_type`, 413 `payload_too_large`, 400 `malformed_json`,
+//! 422 `validation_failed` (with the bad field), 400 `invalid_query`.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use crate::problem::{FieldError, Problem};
+
+/// Like `axum::Json`, but strict about the content type and answering in problems.
+/// Request types should use `#[serde(deny_unknown_fields)]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+impl<T, S> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        if !is_json(request.headers()) {
+            return Err(Problem::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+                .with_detail("expected Content-Type: application/json"));
+        }
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+                    .with_detail("the request body is too large")
+            } else {
+                Problem::new(StatusCode::BAD_REQUEST, "bad_request").with_detail(rejection.body_text())
+            }
+        })?;
+        parse_json(&bytes).map(Json)
+    }
+}
+
+/// Parses a JSON object into `T`: syntax errors are 400, shape errors 422 naming the field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "malformed_json")
+            .with_detail("the request body is empty"));
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "malformed_json")
+            .with_detail(format!("the request body is not valid JSON: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(Problem::validation(vec![FieldError::new("body", "must be a JSON object")]));
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let message = error.into_inner().to_string();
+        Problem::validation(vec![field_error(&path, &message)])
+    })
+}
+
+/// Turns serde's message into a field error: `missing field `x`` and `unknown field `x``
+/// name the field only in the message.
+fn field_error(path: &str, message: &str) -> FieldError {
+    let quoted = message.split('`').nth(1).unwrap_or_default();
+    if message.starts_with("missing field") {
+        return FieldError::new(quoted, "is required");
+    }
+    if message.starts_with("unknown field") {
+        return FieldError::new(quoted, "is not an accepted field");
+    }
+    let field = if path == "." { "body" } else { path };
+    let message = if message.starts_with("invalid type: null") {
+        "must not be null".to_owned()
+    } else {
+        message.to_owned()
+    };
+    FieldError::new(field, message)
+}
+
+/// Like `axum::extract::Query`, answering 400 `invalid_query` when the string does not fit `T`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for Query<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(Query)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let message = error.into_inner().to_string();
+                let detail = if path == "." { message } else { format!("{path}: {message}") };
+                Problem::invalid_query(detail)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Input {
+        count: u32,
+        name: String,
+    }
+
+    fn field_of(result: Result<Input, Problem>) -> (u16, String, String) {
+        let problem = result.unwrap_err();
+        let field = problem.errors.first().map(|e| e.field.clone()).unwrap_or_default();
+        (problem.status.as_u16(), problem.code.to_string(), field)
+    }
+
+    #[test]
+    fn json_rejections_name_status_code_and_field() {
+        let cases: &[(&str, u16, &str, &str)] = &[
+            ("", 400, "malformed_json", ""),
+            ("{", 400, "malformed_json", ""),
+            ("[1]", 422, "validation_failed", "body"),
+            (r#"{"name":"a"}"#, 422, "validation_failed", "count"),
+            (r#"{"count":null,"name":"a"}"#, 422, "validation_failed", "count"),
+            (r#"{"count":1.5,"name":"a"}"#, 422, "validation_failed", "count"),
+            (r#"{"count":"1","name":"a"}"#, 422, "validation_failed", "count"),
+            (r#"{"count":-1,"name":"a"}"#, 422, "validation_failed", "count"),
+            (r#"{"count":1,"name":"a","extra":1}"#, 422, "validation_failed", "extra"),
+        ];
+        for (body, status, code, field) in cases {
+            let got = field_of(parse_json::<Input>(body.as_bytes()));
+            assert_eq!(got, (*status, code.to_string(), field.to_string()), "body {body:?}");
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_json(&headers));
+        headers.insert(header::CONTENT_TYPE, "application/json; charset=utf-8".parse().unwrap());
+        assert!(is_json(&headers));
+        headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(!is_json(&headers));
+    }
+}

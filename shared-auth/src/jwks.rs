@@ -1,0 +1,208 @@
+//! A JWKS key store: loaded from a file or an HTTP(S) URL, refreshed in the background and when a
+//! token names an unknown `kid` (at most once per minimum interval). A failed refresh keeps the last
+//! good key set.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use tokio::sync::Mutex;
+
+use crate::verify::{AuthError, ConfigError};
+
+#[derive(Debug, Clone)]
+pub enum JwksSource {
+    File(PathBuf),
+    Url(String),
+}
+
+/// One usable public key.
+#[derive(Clone)]
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    decoding: DecodingKey,
+}
+
+pub struct JwksStore {
+    source: JwksSource,
+    min_refresh: Duration,
+    client: reqwest::Client,
+    keys: RwLock<Arc<Vec<Key>>>,
+    /// Held while fetching, and remembers when the last fetch started.
+    last_fetch: Mutex<Option<Instant>>,
+}
+
+impl JwksStore {
+    pub fn new(source: JwksSource, min_refresh: Duration) -> Arc<Self> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_default();
+        Arc::new(Self {
+            source,
+            min_refresh,
+            client,
+            keys: RwLock::new(Arc::new(Vec::new())),
+            last_fetch: Mutex::new(None),
+        })
+    }
+
+    /// First load at start-up: a file must be readable; a URL may be down for now.
+    pub async fn load_initial(&self) -> Result<(), ConfigError> {
+        let mut last = self.last_fetch.lock().await;
+        *last = Some(Instant::now());
+        match self.fetch().await {
+            Ok(keys) => {
+                self.install(keys);
+                Ok(())
+            }
+            Err(error) => match &self.source {
+                JwksSource::File(_) => Err(ConfigError::Jwks(error)),
+                JwksSource::Url(url) => {
+                    tracing::warn!(%url, %error, "JWKS not reachable at start-up; will retry");
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    pub fn spawn_refresher(self: Arc<Self>, every: Duration) {
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                self.refresh(false).await;
+            }
+        });
+    }
+
+    /// The key for a token's `alg` and `kid`. An unknown `kid` triggers one rate-limited refresh.
+    pub async fn key_for(&self, alg: Algorithm, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
+        if let Some(key) = self.lookup(alg, kid)? {
+            return Ok(key);
+        }
+        if kid.is_some() && self.refresh(true).await {
+            if let Some(key) = self.lookup(alg, kid)? {
+                return Ok(key);
+            }
+        }
+        Err(AuthError::InvalidToken("unknown kid"))
+    }
+
+    fn lookup(&self, alg: Algorithm, kid: Option<&str>) -> Result<Option<DecodingKey>, AuthError> {
+        let keys = self.keys.read().map(|k| k.clone()).unwrap_or_default();
+        let candidates: Vec<&Key> = match kid {
+            Some(kid) => keys.iter().filter(|k| k.kid.as_deref() == Some(kid)).collect(),
+            // Without a `kid` the key must be unambiguous for this algorithm.
+            None => keys.iter().filter(|k| k.alg == alg).collect(),
+        };
+        match candidates.as_slice() {
+            [] => Ok(None),
+            [key] if key.alg == alg => Ok(Some(key.decoding.clone())),
+            [_] => Err(AuthError::InvalidToken("key type does not match alg")),
+            _ => Err(AuthError::InvalidToken("ambiguous key")),
+        }
+    }
+
+    /// Fetches the key set again unless one fetch started within the minimum interval (or,
+    /// for the background refresher, is running). Returns whether a new set was installed.
+    async fn refresh(&self, on_demand: bool) -> bool {
+        let mut last = self.last_fetch.lock().await;
+        if on_demand && last.is_some_and(|at| at.elapsed() < self.min_refresh) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        match self.fetch().await {
+            Ok(keys) => {
+                self.install(keys);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "JWKS refresh failed; keeping the last good key set");
+                false
+            }
+        }
+    }
+
+    fn install(&self, keys: Vec<Key>) {
+        tracing::info!(keys = keys.len(), "JWKS loaded");
+        if let Ok(mut slot) = self.keys.write() {
+            *slot = Arc::new(keys);
+        }
+    }
+
+    async fn fetch(&self) -> Result<Vec<Key>, String> {
+        let text = match &self.source {
+            JwksSource::File(path) => tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+            JwksSource::Url(url) => {
+                let response = self
+                    .client
+                    .get(url)
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status())
+                    .map_err(|e| e.to_string())?;
+                response.text().await.map_err(|e| e.to_string())?
+            }
+        };
+        parse_jwks(&text)
+    }
+}
+
+/// Parses a JWKS document into the keys we can use; keys of other types (`oct` above all: a
+/// shared secret never comes from a JWKS) are skipped.
+fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
+    let set: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
+    Ok(set.keys.iter().filter_map(usable_key).collect())
+}
+
+fn usable_key(jwk: &Jwk) -> Option<Key> {
+    let alg = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
+        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => {
+            Algorithm::EdDSA
+        }
+        _ => return None,
+    };
+    let declared_matches = match jwk.common.key_algorithm {
+        None => true,
+        Some(declared) => matches!(
+            (declared, alg),
+            (KeyAlgorithm::RS256, Algorithm::RS256)
+                | (KeyAlgorithm::ES256, Algorithm::ES256)
+                | (KeyAlgorithm::EdDSA, Algorithm::EdDSA)
+        ),
+    };
+    if !declared_matches {
+        return None;
+    }
+    let decoding = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Key {
+        kid: jwk.common.key_id.clone(),
+        alg,
+        decoding,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_keys_in_a_jwks_are_ignored() {
+        let text = r#"{"keys":[{"kty":"oct","kid":"s","k":"c2VjcmV0"}]}"#;
+        assert!(parse_jwks(text).unwrap().is_empty());
+    }
+
+    #[test]
+    fn garbage_is_not_a_jwks() {
+        assert!(parse_jwks("{nope").is_err());
+    }
+}

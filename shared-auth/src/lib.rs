@@ -1,0 +1,28 @@
+//! shared-auth: the one library every binary links.
+//!
+//! It owns bearer-token verification (HS256 secret, JWKS file or URL with rotation), the axum
+//! extractors for a required or optional caller, and the RFC 9457 problem type every refusal is
+//! written in, plus the request plumbing all three binaries need (request ids, strict JSON and
+//! query extractors, paging, logging, shutdown). It owns no routes and no data: it must never
+//! learn about lingo or news resources.
+
+pub mod claims;
+pub mod extract;
+pub mod json;
+pub mod jwks;
+pub mod mint;
+pub mod paging;
+pub mod problem;
+pub mod request_id;
+pub mod telemetry;
+pub mod verify;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use claims::{Caller, Claims};
+pub use extract::{OptionalCaller, RequiredCaller};
+pub use json::{Json, Query};
+pub use paging::{Page, Paging};
+pub use problem::{FieldError, Problem};
+pub use verify::{AuthConfig, AuthError, Verifier, bearer_token};

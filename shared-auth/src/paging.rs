@@ -1,0 +1,100 @@
+//! The paging convention of API.md section 1: `limit` 1..=100 (default 20), `offset` 0..=10000,
+//! answered as `{data, count, limit, offset, next_offset}`.
+
+use serde::Serialize;
+
+use crate::problem::Problem;
+
+pub const DEFAULT_LIMIT: i64 = 20;
+pub const MAX_LIMIT: i64 = 100;
+pub const MAX_OFFSET: i64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paging {
+    pub limit: i64,
+    pub offset: i64,
+}
+
+impl Paging {
+    /// Out-of-range values are refused, never clamped.
+    pub fn new(limit: Option<i64>, offset: Option<i64>) -> Result<Self, Problem> {
+        let limit = limit.unwrap_or(DEFAULT_LIMIT);
+        let offset = offset.unwrap_or(0);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Problem::invalid_query(format!(
+                "limit must be an integer from 1 to {MAX_LIMIT}"
+            )));
+        }
+        if !(0..=MAX_OFFSET).contains(&offset) {
+            return Err(Problem::invalid_query(format!(
+                "offset must be an integer from 0 to {MAX_OFFSET}"
+            )));
+        }
+        Ok(Self { limit, offset })
+    }
+
+    /// Rows to fetch: one more than the page, to learn whether another page follows.
+    pub fn fetch_limit(&self) -> i64 {
+        self.limit + 1
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub count: usize,
+    pub limit: i64,
+    pub offset: i64,
+    pub next_offset: Option<i64>,
+}
+
+impl<T> Page<T> {
+    /// Builds the page from rows fetched with `LIMIT paging.fetch_limit()`.
+    pub fn from_rows(mut rows: Vec<T>, paging: Paging) -> Self {
+        let has_more = rows.len() as i64 > paging.limit;
+        rows.truncate(paging.limit as usize);
+        let count = rows.len();
+        Self {
+            data: rows,
+            count,
+            limit: paging.limit,
+            offset: paging.offset,
+            next_offset: has_more.then_some(paging.offset + count as i64),
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            data: self.data.into_iter().map(f).collect(),
+            count: self.count,
+            limit: self.limit,
+            offset: self.offset,
+            next_offset: self.next_offset,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_checked_not_clamped() {
+        assert_eq!(Paging::new(None, None).unwrap(), Paging { limit: 20, offset: 0 });
+        for (limit, offset) in [(0, 0), (101, 0), (-1, 0), (10, -1), (10, 10_001)] {
+            let problem = Paging::new(Some(limit), Some(offset)).unwrap_err();
+            assert_eq!(problem.code, "invalid_query");
+        }
+        assert!(Paging::new(Some(100), Some(10_000)).is_ok());
+    }
+
+    #[test]
+    fn next_offset_only_when_more_rows_exist() {
+        let paging = Paging::new(Some(2), Some(4)).unwrap();
+        let page = Page::from_rows(vec![1, 2, 3], paging);
+        assert_eq!((page.count, page.next_offset), (2, Some(6)));
+        let page = Page::from_rows(vec![1, 2], paging);
+        assert_eq!((page.count, page.next_offset), (2, None));
+    }
+}

@@ -1,0 +1,136 @@
+//! Per-request plumbing every binary mounts outermost: the `x-request-id`, one log line per request,
+//! and the guarantee that no 4xx/5xx leaves without a problem body (axum's own rejections, tower
+//! layers and unknown routes included).
+
+use std::time::Instant;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use crate::problem::{PROBLEM_JSON, Problem};
+
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request this task is serving, if any.
+pub fn current() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// A client's id is kept when it is short and plain, so it can be logged and echoed safely.
+fn is_sane(value: &str) -> bool {
+    (1..=128).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+fn request_id_of(request: &Request) -> String {
+    request
+        .headers()
+        .get(&X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| is_sane(v))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string())
+}
+
+/// Middleware: assign the request id, log the request, and turn bare error responses into problems.
+pub async fn request_context(mut request: Request, next: Next) -> Response {
+    let id = request_id_of(&request);
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        // Handlers and the gateway's proxy see (and forward) the id we settled on.
+        request.headers_mut().insert(X_REQUEST_ID.clone(), value);
+    }
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let span = tracing::info_span!("request", %method, %path, request_id = %id);
+    let started = Instant::now();
+
+    let mut response = REQUEST_ID
+        .scope(id.clone(), async move {
+            let response = next.run(request).await;
+            ensure_problem_body(response).await
+        })
+        .instrument(span.clone())
+        .await;
+
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(X_REQUEST_ID.clone(), value);
+    }
+    span.in_scope(|| {
+        let status = response.status().as_u16();
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        if status >= 500 {
+            tracing::warn!(status, elapsed_ms, "request failed");
+        } else {
+            tracing::info!(status, elapsed_ms, "request served");
+        }
+    });
+    response
+}
+
+fn is_problem(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()))
+}
+
+/// Rewrites an error response that is not yet a problem (axum's plain-text rejections, an empty
+/// 405, tower-http's 413) into one, keeping headers such as `Allow` and `Retry-After`.
+async fn ensure_problem_body(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_problem(&response) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut problem = Problem::from_status(status);
+    // axum's rejection texts are written for clients ("Failed to parse the request body as
+    // JSON: ..."); a server error's text may hold internals, so it is dropped.
+    let is_text = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    if status.is_client_error() && is_text {
+        if let Ok(bytes) = to_bytes(body, 2048).await {
+            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+            if !text.is_empty() {
+                problem.detail = Some(text);
+            }
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    let rendered = problem.into_response();
+    let (new_parts, new_body) = rendered.into_parts();
+    parts.headers.extend(new_parts.headers);
+    Response::from_parts(parts, Body::new(new_body))
+}
+
+/// Fallback for unknown routes: 404 `not_found`.
+pub async fn not_found() -> Problem {
+    Problem::from_status(axum::http::StatusCode::NOT_FOUND)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_short_ids_are_kept() {
+        assert!(is_sane("0193a1b2-c3d4"));
+        assert!(is_sane("abc.DEF_1:2"));
+        assert!(!is_sane(""));
+        assert!(!is_sane("has space"));
+        assert!(!is_sane("new\nline"));
+        assert!(!is_sane(&"x".repeat(129)));
+    }
+}

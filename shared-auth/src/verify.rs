@@ -1,0 +1,333 @@
+//! Bearer-token verification (API.md section 2), shared by the gateway and both services so that
+//! all three refuse exactly the same tokens with exactly the same answers.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+
+use crate::claims::{Caller, Claims};
+use crate::jwks::{JwksSource, JwksStore};
+use crate::problem::Problem;
+
+/// Tokens longer than this are refused before any parsing.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+const REALM: &str = "Bearer realm=\"lingo-news\"";
+
+/// Key configuration, read from the environment by every binary (and by `mint-token`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct AuthConfig {
+    /// Required `iss` of every token.
+    #[arg(long, env = "AUTH_ISSUER", default_value = "lingo-news-dev")]
+    pub auth_issuer: String,
+    /// Audience that a token's `aud` must contain.
+    #[arg(long, env = "AUTH_AUDIENCE", default_value = "lingo-news")]
+    pub auth_audience: String,
+    /// Accepted `alg` values, comma-separated (HS256, RS256, ES256, EdDSA).
+    #[arg(long, env = "AUTH_ALGORITHMS", value_delimiter = ',', default_value = "HS256")]
+    pub auth_algorithms: Vec<String>,
+    /// Shared secret for HS256 (local development).
+    #[arg(long, env = "AUTH_HS256_SECRET", hide_env_values = true)]
+    pub auth_hs256_secret: Option<String>,
+    /// JWKS file with the public keys for RS256 / ES256 / EdDSA.
+    #[arg(long, env = "AUTH_JWKS_FILE")]
+    pub auth_jwks_file: Option<PathBuf>,
+    /// JWKS URL (http or https) with the public keys; refreshed periodically and on an unknown `kid`.
+    #[arg(long, env = "AUTH_JWKS_URL")]
+    pub auth_jwks_url: Option<String>,
+    /// Seconds between background refreshes of the JWKS.
+    #[arg(long, env = "AUTH_JWKS_REFRESH_SECS", default_value_t = 300)]
+    pub auth_jwks_refresh_secs: u64,
+    /// Minimum seconds between two JWKS fetches (an unknown `kid` cannot cause a fetch storm).
+    #[arg(long, env = "AUTH_JWKS_MIN_REFRESH_SECS", default_value_t = 30)]
+    pub auth_jwks_min_refresh_secs: u64,
+    /// Clock leeway in seconds for `exp`, `nbf` and `iat`.
+    #[arg(long, env = "AUTH_LEEWAY_SECS", default_value_t = 60)]
+    pub auth_leeway_secs: u64,
+}
+
+impl AuthConfig {
+    /// A development configuration with an HS256 secret (tests and local runs).
+    pub fn hs256(secret: &str) -> Self {
+        Self {
+            auth_issuer: "lingo-news-dev".into(),
+            auth_audience: "lingo-news".into(),
+            auth_algorithms: vec!["HS256".into()],
+            auth_hs256_secret: Some(secret.into()),
+            auth_jwks_file: None,
+            auth_jwks_url: None,
+            auth_jwks_refresh_secs: 300,
+            auth_jwks_min_refresh_secs: 30,
+            auth_leeway_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown algorithm {0:?} in AUTH_ALGORITHMS (use HS256, RS256, ES256, EdDSA)")]
+    UnknownAlgorithm(String),
+    #[error("AUTH_ALGORITHMS is empty")]
+    NoAlgorithms,
+    #[error("HS256 is allowed but AUTH_HS256_SECRET is not set")]
+    MissingSecret,
+    #[error("AUTH_HS256_SECRET must be at least 32 bytes")]
+    WeakSecret,
+    #[error("an asymmetric algorithm is allowed but neither AUTH_JWKS_FILE nor AUTH_JWKS_URL is set")]
+    MissingJwks,
+    #[error("set only one of AUTH_JWKS_FILE and AUTH_JWKS_URL")]
+    TwoJwksSources,
+    #[error("cannot load the JWKS: {0}")]
+    Jwks(String),
+}
+
+/// Why a request was refused. Each variant renders the status, `code` and `WWW-Authenticate` of
+/// the API.md table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token")]
+    MissingToken,
+    #[error("the Authorization header is not `Bearer <token>`")]
+    InvalidHeader,
+    #[error("invalid token: {0}")]
+    InvalidToken(&'static str),
+    #[error("the token lacks the scope {0}")]
+    InsufficientScope(String),
+}
+
+impl AuthError {
+    pub fn www_authenticate(&self) -> String {
+        match self {
+            Self::MissingToken => REALM.to_owned(),
+            Self::InvalidHeader => format!("{REALM}, error=\"invalid_request\""),
+            Self::InvalidToken(why) => {
+                format!("{REALM}, error=\"invalid_token\", error_description=\"{why}\"")
+            }
+            Self::InsufficientScope(scope) => {
+                format!("{REALM}, error=\"insufficient_scope\", scope=\"{scope}\"")
+            }
+        }
+    }
+
+    pub fn to_problem(&self) -> Problem {
+        let (status, code) = match self {
+            Self::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
+            Self::InvalidHeader => (StatusCode::UNAUTHORIZED, "invalid_authorization_header"),
+            Self::InvalidToken(_) => (StatusCode::UNAUTHORIZED, "invalid_token"),
+            Self::InsufficientScope(_) => (StatusCode::FORBIDDEN, "insufficient_scope"),
+        };
+        let challenge = HeaderValue::from_str(&self.www_authenticate())
+            .unwrap_or_else(|_| HeaderValue::from_static(REALM));
+        Problem::new(status, code)
+            .with_detail(self.to_string())
+            .with_header(header::WWW_AUTHENTICATE, challenge)
+    }
+}
+
+impl From<AuthError> for Problem {
+    fn from(error: AuthError) -> Self {
+        error.to_problem()
+    }
+}
+
+impl axum::response::IntoResponse for AuthError {
+    fn into_response(self) -> axum::response::Response {
+        self.to_problem().into_response()
+    }
+}
+
+/// The bearer token of a request: `Ok(None)` when there is no `Authorization` header at all.
+pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, AuthError> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AuthError::InvalidHeader);
+    }
+    let value = value.to_str().map_err(|_| AuthError::InvalidHeader)?;
+    let (scheme, token) = value.split_once(' ').ok_or(AuthError::InvalidHeader)?;
+    let token_is_one_word = !token.is_empty() && !token.contains([' ', '\t', ',']);
+    if !scheme.eq_ignore_ascii_case("bearer") || !token_is_one_word {
+        return Err(AuthError::InvalidHeader);
+    }
+    Ok(Some(token))
+}
+
+fn parse_algorithm(name: &str) -> Result<Algorithm, ConfigError> {
+    match name.trim() {
+        "HS256" => Ok(Algorithm::HS256),
+        "RS256" => Ok(Algorithm::RS256),
+        "ES256" => Ok(Algorithm::ES256),
+        "EdDSA" => Ok(Algorithm::EdDSA),
+        other => Err(ConfigError::UnknownAlgorithm(other.to_owned())),
+    }
+}
+
+/// Verifies bearer tokens against the configured issuer, audience, algorithms and keys.
+pub struct Verifier {
+    issuer: String,
+    audience: String,
+    leeway_secs: u64,
+    allowed: Vec<Algorithm>,
+    secret: Option<DecodingKey>,
+    jwks: Option<Arc<JwksStore>>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("allowed", &self.allowed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    /// Builds the verifier and loads the key set. A JWKS URL that cannot be fetched yet is not
+    /// fatal (it is retried in the background); a bad file or configuration is.
+    pub async fn from_config(config: &AuthConfig) -> Result<Arc<Self>, ConfigError> {
+        let allowed = config
+            .auth_algorithms
+            .iter()
+            .filter(|name| !name.trim().is_empty())
+            .map(|name| parse_algorithm(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        if allowed.is_empty() {
+            return Err(ConfigError::NoAlgorithms);
+        }
+        let secret = if allowed.contains(&Algorithm::HS256) {
+            let secret = config
+                .auth_hs256_secret
+                .as_deref()
+                .ok_or(ConfigError::MissingSecret)?;
+            if secret.len() < 32 {
+                return Err(ConfigError::WeakSecret);
+            }
+            Some(DecodingKey::from_secret(secret.as_bytes()))
+        } else {
+            None
+        };
+        let jwks_source = match (&config.auth_jwks_file, &config.auth_jwks_url) {
+            (Some(_), Some(_)) => return Err(ConfigError::TwoJwksSources),
+            (Some(path), None) => Some(JwksSource::File(path.clone())),
+            (None, Some(url)) => Some(JwksSource::Url(url.clone())),
+            (None, None) => None,
+        };
+        let needs_jwks = allowed.iter().any(|alg| *alg != Algorithm::HS256);
+        let jwks = match (needs_jwks, jwks_source) {
+            (false, _) => None,
+            (true, None) => return Err(ConfigError::MissingJwks),
+            (true, Some(source)) => {
+                let store = JwksStore::new(
+                    source,
+                    Duration::from_secs(config.auth_jwks_min_refresh_secs),
+                );
+                store.load_initial().await?;
+                store.clone().spawn_refresher(Duration::from_secs(
+                    config.auth_jwks_refresh_secs.max(1),
+                ));
+                Some(store)
+            }
+        };
+        Ok(Arc::new(Self {
+            issuer: config.auth_issuer.clone(),
+            audience: config.auth_audience.clone(),
+            leeway_secs: config.auth_leeway_secs,
+            allowed,
+            secret,
+            jwks,
+        }))
+    }
+
+    /// Verifies a token and returns the caller it names.
+    pub async fn verify(&self, token: &str) -> Result<Caller, AuthError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(AuthError::InvalidToken("token too long"));
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| AuthError::InvalidToken("malformed token or unsupported alg"))?;
+        if !self.allowed.contains(&header.alg) {
+            return Err(AuthError::InvalidToken("algorithm not allowed"));
+        }
+        let key = self.key_for(header.alg, header.kid.as_deref()).await?;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &self.validation(header.alg))
+            .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
+            .claims;
+        self.check_claims(claims)
+    }
+
+    async fn key_for(&self, alg: Algorithm, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
+        if alg == Algorithm::HS256 {
+            // Only the configured secret ever verifies an HMAC token: never a public key from
+            // the JWKS (that is the HS/RS confusion attack).
+            return self
+                .secret
+                .clone()
+                .ok_or(AuthError::InvalidToken("algorithm not allowed"));
+        }
+        let store = self
+            .jwks
+            .as_ref()
+            .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
+        store.key_for(alg, kid).await
+    }
+
+    fn validation(&self, alg: Algorithm) -> Validation {
+        let mut validation = Validation::new(alg);
+        validation.leeway = self.leeway_secs;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation
+    }
+
+    fn check_claims(&self, claims: Claims) -> Result<Caller, AuthError> {
+        let sub_len = claims.sub.chars().count();
+        if !(1..=255).contains(&sub_len) {
+            return Err(AuthError::InvalidToken("sub must be 1 to 255 characters"));
+        }
+        let now = jsonwebtoken::get_current_timestamp();
+        if claims.iat.is_some_and(|iat| iat > now + self.leeway_secs) {
+            return Err(AuthError::InvalidToken("token issued in the future"));
+        }
+        let scopes: HashSet<String> = claims
+            .scope
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        Ok(Caller {
+            sub: claims.sub,
+            scopes,
+            expires_at: claims.exp,
+        })
+    }
+}
+
+/// A short reason for `error_description`: safe to show, no quotes.
+fn describe(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::ExpiredSignature => "token expired",
+        ErrorKind::ImmatureSignature => "token not yet valid",
+        ErrorKind::InvalidIssuer => "wrong issuer",
+        ErrorKind::InvalidAudience => "wrong audience",
+        ErrorKind::InvalidSignature => "bad signature",
+        ErrorKind::InvalidAlgorithm => "algorithm not allowed",
+        ErrorKind::MissingRequiredClaim(claim) => match claim.as_str() {
+            "exp" => "missing exp claim",
+            "sub" => "missing sub claim",
+            "iss" => "missing iss claim",
+            "aud" => "missing aud claim",
+            _ => "missing required claim",
+        },
+        _ => "malformed token",
+    }
+}
