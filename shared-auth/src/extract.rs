@@ -52,6 +52,8 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let verifier = Arc::<Verifier>::from_ref(state);
-        caller_from_parts(parts, &verifier).await.map(OptionalCaller)
+        caller_from_parts(parts, &verifier)
+            .await
+            .map(OptionalCaller)
     }
 }

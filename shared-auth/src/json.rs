@@ -16,11 +16,20 @@ use crate::problem::{FieldError, Problem};
 pub struct Json<T>(pub T);
 
 fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
-    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 impl<T, S> FromRequest<S> for Json<T>
@@ -32,17 +41,22 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
         if !is_json(request.headers()) {
-            return Err(Problem::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-                .with_detail("expected Content-Type: application/json"));
+            return Err(
+                Problem::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+                    .with_detail("expected Content-Type: application/json"),
+            );
         }
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-                    .with_detail("the request body is too large")
-            } else {
-                Problem::new(StatusCode::BAD_REQUEST, "bad_request").with_detail(rejection.body_text())
-            }
-        })?;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+                        .with_detail("the request body is too large")
+                } else {
+                    Problem::new(StatusCode::BAD_REQUEST, "bad_request")
+                        .with_detail(rejection.body_text())
+                }
+            })?;
         parse_json(&bytes).map(Json)
     }
 }
@@ -58,7 +72,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
             .with_detail(format!("the request body is not valid JSON: {e}"))
     })?;
     if !value.is_object() {
-        return Err(Problem::validation(vec![FieldError::new("body", "must be a JSON object")]));
+        return Err(Problem::validation(vec![FieldError::new(
+            "body",
+            "must be a JSON object",
+        )]));
     }
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
@@ -99,13 +116,18 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
         let query = parts.uri.query().unwrap_or_default();
-        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)
             .map(Query)
             .map_err(|error| {
                 let path = error.path().to_string();
                 let message = error.into_inner().to_string();
-                let detail = if path == "." { message } else { format!("{path}: {message}") };
+                let detail = if path == "." {
+                    message
+                } else {
+                    format!("{path}: {message}")
+                };
                 Problem::invalid_query(detail)
             })
     }
@@ -126,7 +148,11 @@ mod tests {
 
     fn field_of(result: Result<Input, Problem>) -> (u16, String, String) {
         let problem = result.unwrap_err();
-        let field = problem.errors.first().map(|e| e.field.clone()).unwrap_or_default();
+        let field = problem
+            .errors
+            .first()
+            .map(|e| e.field.clone())
+            .unwrap_or_default();
         (problem.status.as_u16(), problem.code.to_string(), field)
     }
 
@@ -137,15 +163,44 @@ mod tests {
             ("{", 400, "malformed_json", ""),
             ("[1]", 422, "validation_failed", "body"),
             (r#"{"name":"a"}"#, 422, "validation_failed", "count"),
-            (r#"{"count":null,"name":"a"}"#, 422, "validation_failed", "count"),
-            (r#"{"count":1.5,"name":"a"}"#, 422, "validation_failed", "count"),
-            (r#"{"count":"1","name":"a"}"#, 422, "validation_failed", "count"),
-            (r#"{"count":-1,"name":"a"}"#, 422, "validation_failed", "count"),
-            (r#"{"count":1,"name":"a","extra":1}"#, 422, "validation_failed", "extra"),
+            (
+                r#"{"count":null,"name":"a"}"#,
+                422,
+                "validation_failed",
+                "count",
+            ),
+            (
+                r#"{"count":1.5,"name":"a"}"#,
+                422,
+                "validation_failed",
+                "count",
+            ),
+            (
+                r#"{"count":"1","name":"a"}"#,
+                422,
+                "validation_failed",
+                "count",
+            ),
+            (
+                r#"{"count":-1,"name":"a"}"#,
+                422,
+                "validation_failed",
+                "count",
+            ),
+            (
+                r#"{"count":1,"name":"a","extra":1}"#,
+                422,
+                "validation_failed",
+                "extra",
+            ),
         ];
         for (body, status, code, field) in cases {
             let got = field_of(parse_json::<Input>(body.as_bytes()));
-            assert_eq!(got, (*status, code.to_string(), field.to_string()), "body {body:?}");
+            assert_eq!(
+                got,
+                (*status, code.to_string(), field.to_string()),
+                "body {body:?}"
+            );
         }
     }
 
@@ -153,7 +208,10 @@ mod tests {
     fn json_content_types() {
         let mut headers = HeaderMap::new();
         assert!(!is_json(&headers));
-        headers.insert(header::CONTENT_TYPE, "application/json; charset=utf-8".parse().unwrap());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
         assert!(is_json(&headers));
         headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
         assert!(!is_json(&headers));

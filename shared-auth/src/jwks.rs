@@ -81,7 +81,11 @@ impl JwksStore {
     }
 
     /// The key for a token's `alg` and `kid`. An unknown `kid` triggers one rate-limited refresh.
-    pub async fn key_for(&self, alg: Algorithm, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
+    pub async fn key_for(
+        &self,
+        alg: Algorithm,
+        kid: Option<&str>,
+    ) -> Result<DecodingKey, AuthError> {
         if let Some(key) = self.lookup(alg, kid)? {
             return Ok(key);
         }
@@ -96,7 +100,10 @@ impl JwksStore {
     fn lookup(&self, alg: Algorithm, kid: Option<&str>) -> Result<Option<DecodingKey>, AuthError> {
         let keys = self.keys.read().map(|k| k.clone()).unwrap_or_default();
         let candidates: Vec<&Key> = match kid {
-            Some(kid) => keys.iter().filter(|k| k.kid.as_deref() == Some(kid)).collect(),
+            Some(kid) => keys
+                .iter()
+                .filter(|k| k.kid.as_deref() == Some(kid))
+                .collect(),
             // Without a `kid` the key must be unambiguous for this algorithm.
             None => keys.iter().filter(|k| k.alg == alg).collect(),
         };
@@ -165,7 +172,9 @@ fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
 fn usable_key(jwk: &Jwk) -> Option<Key> {
     let alg = match &jwk.algorithm {
         AlgorithmParameters::RSA(_) => Algorithm::RS256,
-        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
+        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
+            Algorithm::ES256
+        }
         AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => {
             Algorithm::EdDSA
         }

@@ -45,7 +45,10 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
                 .auth_hs256_secret
                 .as_deref()
                 .ok_or_else(|| anyhow::anyhow!("AUTH_HS256_SECRET is not set"))?;
-            (Algorithm::HS256, EncodingKey::from_secret(secret.as_bytes()))
+            (
+                Algorithm::HS256,
+                EncodingKey::from_secret(secret.as_bytes()),
+            )
         }
         other => {
             let path = args

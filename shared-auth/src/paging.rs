@@ -81,7 +81,13 @@ mod tests {
 
     #[test]
     fn limits_are_checked_not_clamped() {
-        assert_eq!(Paging::new(None, None).unwrap(), Paging { limit: 20, offset: 0 });
+        assert_eq!(
+            Paging::new(None, None).unwrap(),
+            Paging {
+                limit: 20,
+                offset: 0
+            }
+        );
         for (limit, offset) in [(0, 0), (101, 0), (-1, 0), (10, -1), (10, 10_001)] {
             let problem = Paging::new(Some(limit), Some(offset)).unwrap_err();
             assert_eq!(problem.code, "invalid_query");

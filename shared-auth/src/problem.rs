@@ -119,10 +119,8 @@ impl Problem {
 
     /// 503 for a dependency that is down (the database, an upstream), with `Retry-After`.
     pub fn unavailable(code: impl Into<Cow<'static, str>>, retry_after_secs: u32) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, code).with_header(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs),
-        )
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_secs))
     }
 
     /// The generic problem for a bare status produced outside our handlers (axum's rejections,
@@ -209,8 +207,8 @@ mod tests {
 
     #[tokio::test]
     async fn renders_problem_json_with_field_errors() {
-        let response = Problem::validation(vec![FieldError::new("text", "must not be empty")])
-            .into_response();
+        let response =
+            Problem::validation(vec![FieldError::new("text", "must not be empty")]).into_response();
         assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
         let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -225,7 +223,10 @@ mod tests {
 
     #[test]
     fn bare_statuses_get_contract_codes() {
-        assert_eq!(Problem::from_status(StatusCode::NOT_FOUND).code, "not_found");
+        assert_eq!(
+            Problem::from_status(StatusCode::NOT_FOUND).code,
+            "not_found"
+        );
         assert_eq!(
             Problem::from_status(StatusCode::PAYLOAD_TOO_LARGE).code,
             "payload_too_large"

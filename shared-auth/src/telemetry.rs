@@ -19,7 +19,11 @@ pub fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
         LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
     };
 }
 

@@ -73,7 +73,9 @@ mod url_parts {
                 Some((a, b)) => (a, format!("?{b}")),
                 None => (url, String::new()),
             };
-            let rest = before_query.strip_prefix("postgres://").or_else(|| before_query.strip_prefix("postgresql://"))?;
+            let rest = before_query
+                .strip_prefix("postgres://")
+                .or_else(|| before_query.strip_prefix("postgresql://"))?;
             let (authority, _database) = rest.split_once('/').unwrap_or((rest, ""));
             let (user, host) = authority.rsplit_once('@')?;
             Some(Self {
@@ -84,12 +86,18 @@ mod url_parts {
         }
 
         pub fn admin_url(&self, database: &str) -> String {
-            format!("{}@{}/{database}{}", self.scheme_and_user, self.host_part, self.query)
+            format!(
+                "{}@{}/{database}{}",
+                self.scheme_and_user, self.host_part, self.query
+            )
         }
 
         /// Test roles have their own name as password where a password is needed.
         pub fn role_url(&self, role: &str, database: &str) -> String {
-            format!("postgres://{role}:{role}@{}/{database}{}", self.host_part, self.query)
+            format!(
+                "postgres://{role}:{role}@{}/{database}{}",
+                self.host_part, self.query
+            )
         }
     }
 }
@@ -102,8 +110,9 @@ fn server() -> &'static Server {
             Ok(url) if !url.is_empty() => url,
             _ => start_cluster(),
         };
-        let base = url_parts::Base::parse(&url)
-            .unwrap_or_else(|| panic!("cannot parse the database URL {url:?} (postgres://user@host/db)"));
+        let base = url_parts::Base::parse(&url).unwrap_or_else(|| {
+            panic!("cannot parse the database URL {url:?} (postgres://user@host/db)")
+        });
         Server { base }
     })
 }
@@ -125,24 +134,7 @@ impl TestDatabase {
             .expect("create test database");
         let _ = admin.close().await;
 
-        let mut admin = connect_with_retry(&server.base.admin_url(&name)).await;
-        sqlx::raw_sql(BOOTSTRAP_SQL)
-            .execute(&mut admin)
-            .await
-            .expect("bootstrap roles and schemas");
-        // Role passwords matter only on a server that asks for them (TEST_DATABASE_URL).
-        sqlx::raw_sql(
-            "SELECT pg_advisory_xact_lock(727274); \
-             DO $$ DECLARE r text; BEGIN \
-               FOREACH r IN ARRAY ARRAY['lingo_owner','lingo_app','lingo_pipeline', \
-                                        'news_owner','news_app','news_pipeline'] LOOP \
-                 EXECUTE format('ALTER ROLE %I PASSWORD %L', r, r); \
-               END LOOP; END $$;",
-        )
-        .execute(&mut admin)
-        .await
-        .expect("set test role passwords");
-        let _ = admin.close().await;
+        bootstrap(&server.base.admin_url(&name)).await;
         Self {
             name,
             base: &server.base,
@@ -160,6 +152,36 @@ impl TestDatabase {
     }
 }
 
+/// Roles and their settings are cluster-wide, and PostgreSQL answers "tuple concurrently
+/// updated" when two sessions alter one role at once (advisory locks are per database and do not
+/// help), so bootstraps are serialised within the process and retried across processes.
+async fn bootstrap(admin_url: &str) {
+    static BOOTSTRAP_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _guard = BOOTSTRAP_LOCK.lock().await;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut admin = connect_with_retry(admin_url).await;
+        let result = sqlx::raw_sql(BOOTSTRAP_SQL)
+            .execute(&mut admin)
+            .await
+            .and(sqlx::raw_sql(SET_TEST_PASSWORDS).execute(&mut admin).await);
+        let _ = admin.close().await;
+        match result {
+            Ok(_) => return,
+            Err(error) if attempt >= 10 => panic!("bootstrap roles and schemas: {error}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50 * attempt)).await,
+        }
+    }
+}
+
+/// Role passwords matter only on a server that asks for them (TEST_DATABASE_URL).
+const SET_TEST_PASSWORDS: &str = "DO $$ DECLARE r text; BEGIN \
+    FOREACH r IN ARRAY ARRAY['lingo_owner','lingo_app','lingo_pipeline', \
+                             'news_owner','news_app','news_pipeline'] LOOP \
+      EXECUTE format('ALTER ROLE %I PASSWORD %L', r, r); \
+    END LOOP; END $$;";
+
 async fn connect_with_retry(url: &str) -> PgConnection {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -173,10 +195,18 @@ async fn connect_with_retry(url: &str) -> PgConnection {
 
 fn pg_bin(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).map(|dir| dir.join(name)).collect::<Vec<_>>())
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     let mut debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|dirs| dirs.flatten().map(|d| d.path().join("bin").join(name)).collect())
+        .map(|dirs| {
+            dirs.flatten()
+                .map(|d| d.path().join("bin").join(name))
+                .collect()
+        })
         .unwrap_or_default();
     debian.sort();
     debian.reverse();
@@ -201,7 +231,12 @@ fn as_server_user(program: &Path, root: bool) -> Command {
     if root {
         let mut command = Command::new("setpriv");
         command
-            .args(["--reuid=postgres", "--regid=postgres", "--init-groups", "--"])
+            .args([
+                "--reuid=postgres",
+                "--regid=postgres",
+                "--init-groups",
+                "--",
+            ])
             .arg(program);
         command
     } else {
@@ -215,17 +250,37 @@ fn start_cluster() -> String {
     let dir = std::env::temp_dir().join(format!("lnpg-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).expect("create cluster dir");
     if root {
-        let status = Command::new("chown").args(["-R", "postgres"]).arg(&dir).status();
-        assert!(status.is_ok_and(|s| s.success()), "chown of {} to postgres failed", dir.display());
+        let status = Command::new("chown")
+            .args(["-R", "postgres"])
+            .arg(&dir)
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "chown of {} to postgres failed",
+            dir.display()
+        );
     }
     let data = dir.join("data");
     let output = as_server_user(&pg_bin("initdb"), root)
         .arg("-D")
         .arg(&data)
-        .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"])
+        .args([
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ])
         .output()
         .expect("run initdb");
-    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let log = std::fs::File::create(dir.join("postgres.log")).expect("create log file");
     let mut postgres = as_server_user(&pg_bin("postgres"), root);
@@ -234,7 +289,14 @@ fn start_cluster() -> String {
         .arg(&data)
         .arg("-k")
         .arg(&dir)
-        .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .args([
+            "-c",
+            "listen_addresses=",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+        ])
         .args(["-c", "full_page_writes=off", "-c", "max_connections=400"])
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log handle"))
@@ -242,7 +304,10 @@ fn start_cluster() -> String {
     std::os::unix::process::CommandExt::process_group(&mut postgres, 0);
     let child = postgres.spawn().expect("start postgres");
     spawn_watchdog(child.id(), &dir);
-    format!("postgres://postgres@localhost/postgres?host={}", dir.display())
+    format!(
+        "postgres://postgres@localhost/postgres?host={}",
+        dir.display()
+    )
 }
 
 /// A detached shell that waits for this test process to exit, then stops the cluster and removes

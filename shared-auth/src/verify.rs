@@ -28,7 +28,12 @@ pub struct AuthConfig {
     #[arg(long, env = "AUTH_AUDIENCE", default_value = "lingo-news")]
     pub auth_audience: String,
     /// Accepted `alg` values, comma-separated (HS256, RS256, ES256, EdDSA).
-    #[arg(long, env = "AUTH_ALGORITHMS", value_delimiter = ',', default_value = "HS256")]
+    #[arg(
+        long,
+        env = "AUTH_ALGORITHMS",
+        value_delimiter = ',',
+        default_value = "HS256"
+    )]
     pub auth_algorithms: Vec<String>,
     /// Shared secret for HS256 (local development).
     #[arg(long, env = "AUTH_HS256_SECRET", hide_env_values = true)]
@@ -77,7 +82,9 @@ pub enum ConfigError {
     MissingSecret,
     #[error("AUTH_HS256_SECRET must be at least 32 bytes")]
     WeakSecret,
-    #[error("an asymmetric algorithm is allowed but neither AUTH_JWKS_FILE nor AUTH_JWKS_URL is set")]
+    #[error(
+        "an asymmetric algorithm is allowed but neither AUTH_JWKS_FILE nor AUTH_JWKS_URL is set"
+    )]
     MissingJwks,
     #[error("set only one of AUTH_JWKS_FILE and AUTH_JWKS_URL")]
     TwoJwksSources,
@@ -229,9 +236,9 @@ impl Verifier {
                     Duration::from_secs(config.auth_jwks_min_refresh_secs),
                 );
                 store.load_initial().await?;
-                store.clone().spawn_refresher(Duration::from_secs(
-                    config.auth_jwks_refresh_secs.max(1),
-                ));
+                store
+                    .clone()
+                    .spawn_refresher(Duration::from_secs(config.auth_jwks_refresh_secs.max(1)));
                 Some(store)
             }
         };
