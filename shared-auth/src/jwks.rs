@@ -89,10 +89,11 @@ impl JwksStore {
         if let Some(key) = self.lookup(alg, kid)? {
             return Ok(key);
         }
-        if kid.is_some() && self.refresh(true).await {
-            if let Some(key) = self.lookup(alg, kid)? {
-                return Ok(key);
-            }
+        if kid.is_some()
+            && self.refresh(true).await
+            && let Some(key) = self.lookup(alg, kid)?
+        {
+            return Ok(key);
         }
         Err(AuthError::InvalidToken("unknown kid"))
     }

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -36,7 +36,8 @@ pub struct Problem {
     pub code: Cow<'static, str>,
     pub detail: Option<String>,
     pub errors: Vec<FieldError>,
-    pub headers: HeaderMap,
+    /// Extra response headers (`WWW-Authenticate`, `Retry-After`, ...).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 #[derive(Serialize)]
@@ -61,7 +62,7 @@ impl Problem {
             code: code.into(),
             detail: None,
             errors: Vec::new(),
-            headers: HeaderMap::new(),
+            headers: Vec::new(),
         }
     }
 
@@ -71,7 +72,7 @@ impl Problem {
     }
 
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.headers.insert(name, value);
+        self.headers.push((name, value));
         self
     }
 
@@ -183,7 +184,9 @@ impl IntoResponse for Problem {
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-        response.headers_mut().extend(self.headers);
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
         response
     }
 }

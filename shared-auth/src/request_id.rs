@@ -99,12 +99,13 @@ async fn ensure_problem_body(response: Response) -> Response {
         .headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
-    if status.is_client_error() && is_text {
-        if let Ok(bytes) = to_bytes(body, 2048).await {
-            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
-            if !text.is_empty() {
-                problem.detail = Some(text);
-            }
+    if status.is_client_error()
+        && is_text
+        && let Ok(bytes) = to_bytes(body, 2048).await
+    {
+        let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+        if !text.is_empty() {
+            problem.detail = Some(text);
         }
     }
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -302,6 +302,8 @@ fn start_cluster() -> String {
         .stdout(log.try_clone().expect("log handle"))
         .stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut postgres, 0);
+    // Not waited on here: the watchdog owns the server's end of life.
+    #[allow(clippy::zombie_processes)]
     let child = postgres.spawn().expect("start postgres");
     spawn_watchdog(child.id(), &dir);
     format!(
@@ -329,6 +331,8 @@ fn spawn_watchdog(postgres_pid: u32, dir: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut watchdog, 0);
+    // Detached on purpose: it must outlive this process.
+    #[allow(clippy::zombie_processes)]
     watchdog.spawn().expect("start cluster watchdog");
 }
 
