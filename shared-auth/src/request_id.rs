@@ -5,13 +5,15 @@
 use std::time::Instant;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::problem::{PROBLEM_JSON, Problem};
+use crate::telemetry;
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -51,7 +53,7 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
     }
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let span = tracing::info_span!("request", %method, %path, request_id = %id);
+    let span = server_span(&request, &id);
     let started = Instant::now();
 
     let mut response = REQUEST_ID
@@ -65,16 +67,40 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(X_REQUEST_ID.clone(), value);
     }
+    span.record("http.response.status_code", response.status().as_u16());
     span.in_scope(|| {
         let status = response.status().as_u16();
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         if status >= 500 {
-            tracing::warn!(status, elapsed_ms, "request failed");
+            tracing::warn!(%method, %path, status, elapsed_ms, "request failed");
         } else {
-            tracing::info!(status, elapsed_ms, "request served");
+            tracing::info!(%method, %path, status, elapsed_ms, "request served");
         }
     });
     response
+}
+
+/// The server span of a request: a child of the caller's `traceparent` when there is one, carrying
+/// the request id and trace id so every log line inside it names both.
+fn server_span(request: &Request, request_id: &str) -> tracing::Span {
+    let method = request.method();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| request.uri().path(), MatchedPath::as_str);
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        url.path = %request.uri().path(),
+        http.response.status_code = tracing::field::Empty,
+        request_id = %request_id,
+        trace_id = tracing::field::Empty,
+    );
+    let _ = span.set_parent(telemetry::extract_context(request.headers()));
+    span.record("trace_id", telemetry::trace_id(&span));
+    span
 }
 
 fn is_problem(response: &Response) -> bool {
