@@ -1,0 +1,75 @@
+//! Configuration, declared once with clap so `--help` lists every environment variable.
+
+use std::net::SocketAddr;
+
+use shared_auth::AuthConfig;
+
+/// Everything `serve` needs; also what tests build to start the service in-process.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Config {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "LINGO_LISTEN_ADDR", default_value = "127.0.0.1:8081")]
+    pub listen_addr: SocketAddr,
+    /// Database URL of the runtime role `lingo_app`.
+    #[arg(long, env = "LINGO_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Database URL of the schema owner `lingo_owner`; used only with LINGO_MIGRATE_ON_START.
+    #[arg(long, env = "LINGO_OWNER_DATABASE_URL", hide_env_values = true)]
+    pub owner_database_url: Option<String>,
+    /// Run the migrations (as the owner role) before serving; for development.
+    #[arg(
+        long,
+        env = "LINGO_MIGRATE_ON_START",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub migrate_on_start: bool,
+    /// Maximum connections of the runtime pool.
+    #[arg(long, env = "LINGO_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    pub db_max_connections: u32,
+    /// Seconds to wait for a pooled connection before answering 503.
+    #[arg(long, env = "LINGO_DB_ACQUIRE_TIMEOUT_SECS", default_value_t = 5)]
+    pub db_acquire_timeout_secs: u64,
+    /// Seconds between sweeps of expired Idempotency-Key records.
+    #[arg(long, env = "LINGO_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
+    pub idempotency_cleanup_secs: u64,
+    #[command(flatten)]
+    pub auth: AuthConfig,
+}
+
+impl Config {
+    /// A configuration with the defaults of the command line, for tests and embedding:
+    /// listen on `listen_addr` (use `127.0.0.1:0` for a free port) as the runtime role.
+    pub fn new(listen_addr: SocketAddr, database_url: impl Into<String>, auth: AuthConfig) -> Self {
+        Self {
+            listen_addr,
+            database_url: database_url.into(),
+            owner_database_url: None,
+            migrate_on_start: false,
+            db_max_connections: 20,
+            db_acquire_timeout_secs: 5,
+            idempotency_cleanup_secs: 600,
+            auth,
+        }
+    }
+}
+
+/// `migrate`: runs the migrations as the schema owner.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MigrateArgs {
+    /// Database URL of the schema owner `lingo_owner`.
+    #[arg(long, env = "LINGO_OWNER_DATABASE_URL", hide_env_values = true)]
+    pub owner_database_url: String,
+}
+
+/// `seed`: writes the demo catalogue and analytics data as the pipeline role.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SeedArgs {
+    /// Database URL of the upstream pipeline role `lingo_pipeline`.
+    #[arg(long, env = "LINGO_PIPELINE_DATABASE_URL", hide_env_values = true)]
+    pub pipeline_database_url: String,
+    /// Generic learners (`learner-001`, ...) to create analytics data for, besides `demo-learner`.
+    #[arg(long, default_value_t = crate::seed::DEFAULT_LEARNERS)]
+    pub learners: usize,
+}

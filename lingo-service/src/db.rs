@@ -1,0 +1,40 @@
+//! Connections to the `lingo` schema. Every connection pins `search_path` to `lingo`, so the
+//! tables (and sqlx's migration history) live in the service's own schema whatever the role's
+//! defaults are.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool};
+
+pub const SCHEMA: &str = "lingo";
+
+pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    Ok(PgConnectOptions::from_str(url)?.options([("search_path", SCHEMA)]))
+}
+
+/// The runtime pool. Lazy, so the service starts (and `/readyz` reports 503) while the database
+/// is down; the acquire timeout turns an unreachable database into a 503, never a hang.
+pub fn runtime_pool(
+    url: &str,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, sqlx::Error> {
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with(connect_options(url)?))
+}
+
+pub async fn connect_one(url: &str) -> Result<PgConnection, sqlx::Error> {
+    PgConnection::connect_with(&connect_options(url)?).await
+}
+
+/// Applies the migrations of `migrations/` as the schema owner (`lingo_owner`).
+pub async fn migrate(owner_url: &str) -> anyhow::Result<()> {
+    let mut connection = connect_one(owner_url).await?;
+    sqlx::migrate!("./migrations").run(&mut connection).await?;
+    connection.close().await?;
+    Ok(())
+}

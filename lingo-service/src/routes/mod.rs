@@ -1,0 +1,27 @@
+//! One router per resource; all lingo resources live under `/v1/lingo` (the gateway proxies
+//! paths unchanged), health checks at the root.
+
+pub mod analytics;
+pub mod health;
+pub mod languages;
+pub mod phrases;
+pub mod progress;
+pub mod recommendations;
+pub mod study_sessions;
+
+use axum::Router;
+
+use crate::AppState;
+
+pub const PREFIX: &str = "/v1/lingo";
+
+pub fn router() -> Router<AppState> {
+    let lingo = Router::new()
+        .merge(languages::router())
+        .merge(phrases::router())
+        .merge(progress::router())
+        .merge(study_sessions::router())
+        .merge(recommendations::router())
+        .merge(analytics::router());
+    Router::new().merge(health::router()).nest(PREFIX, lingo)
+}

@@ -1,0 +1,138 @@
+//! `GET /analytics/progress`: scope check and keyset paging.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+use shared_auth::testing::{token, token_with_scope};
+
+use crate::helpers::{assert_problem, assert_timestamp, key_set, keys, session, spawn_app};
+
+const EXPORT: &str = "/v1/lingo/analytics/progress";
+
+#[tokio::test]
+async fn the_export_pages_through_every_learner_exactly_once() {
+    let app = spawn_app().await;
+    let mut expected = BTreeSet::new();
+    for n in 0..7 {
+        let learner = format!("export-{n}");
+        let languages: &[&str] = if n % 2 == 0 { &["es", "fr"] } else { &["de"] };
+        for language in languages {
+            let response = app
+                .post_session(&token(&learner), &session(language, 60, 5, n % 6))
+                .await;
+            assert_eq!(response.status(), 201);
+            expected.insert((learner.clone(), (*language).to_owned()));
+        }
+    }
+    assert_eq!(expected.len(), 11);
+
+    let analyst = token_with_scope("analytics-tool", "lingo:analytics");
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("{EXPORT}?limit=3&cursor={cursor}"),
+            None => format!("{EXPORT}?limit=3"),
+        };
+        let response = app.get(&path, Some(&analyst)).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(keys(&body), key_set(&["data", "count", "next_cursor"]));
+        let data = body["data"].as_array().unwrap();
+        assert_eq!(body["count"], data.len());
+        for row in data {
+            assert_eq!(
+                keys(row),
+                key_set(&[
+                    "learner_id",
+                    "language_code",
+                    "sessions",
+                    "total_duration_seconds",
+                    "phrases_seen",
+                    "phrases_correct",
+                    "accuracy",
+                    "xp",
+                    "first_studied_at",
+                    "last_studied_at",
+                    "updated_at",
+                ])
+            );
+            assert_timestamp(&row["updated_at"]);
+            assert_eq!(row["sessions"], 1);
+            seen.push((
+                row["learner_id"].as_str().unwrap().to_owned(),
+                row["language_code"].as_str().unwrap().to_owned(),
+            ));
+        }
+        pages += 1;
+        match body["next_cursor"].as_str() {
+            Some(next) => {
+                assert_eq!(data.len(), 3, "only the last page is short");
+                cursor = Some(next.to_owned());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, 4);
+    assert_eq!(seen.len(), expected.len(), "no row twice");
+    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), expected);
+
+    // updated_since keeps only rows updated at or after it.
+    let future = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let body: Value = app
+        .get(&format!("{EXPORT}?updated_since={future}"), Some(&analyst))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (body["count"].as_i64(), body["next_cursor"].as_str()),
+        (Some(0), None)
+    );
+    let body: Value = app
+        .get(
+            &format!("{EXPORT}?updated_since=2000-01-01T00:00:00Z&limit=100"),
+            Some(&analyst),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["count"], 11);
+}
+
+#[tokio::test]
+async fn the_export_needs_the_analytics_scope_and_a_good_cursor() {
+    let app = spawn_app().await;
+    let response = app.get(EXPORT, Some(&token("demo-learner"))).await;
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(challenge.contains("insufficient_scope") && challenge.contains("lingo:analytics"));
+    assert_problem(response, 403, "insufficient_scope").await;
+    let response = app
+        .get(
+            EXPORT,
+            Some(&token_with_scope("x", "lingo:other news:analytics")),
+        )
+        .await;
+    assert_problem(response, 403, "insufficient_scope").await;
+    assert_problem(app.get(EXPORT, None).await, 401, "missing_token").await;
+
+    let analyst = token_with_scope("tool", "openid lingo:analytics");
+    let response = app.get(EXPORT, Some(&analyst)).await;
+    assert_eq!(response.status(), 200);
+    for cursor in ["garbage!", "eyJ4IjoxfQ", "bm90IGpzb24"] {
+        let response = app
+            .get(&format!("{EXPORT}?cursor={cursor}"), Some(&analyst))
+            .await;
+        assert_problem(response, 400, "invalid_cursor").await;
+    }
+    for query in ["updated_since=yesterday", "limit=0", "limit=101"] {
+        let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+}

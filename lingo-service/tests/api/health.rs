@@ -1,0 +1,83 @@
+use lingo_service::Config;
+use serde_json::{Value, json};
+use shared_auth::testing::{auth_config, token};
+
+use crate::helpers::{assert_problem, local, serve, spawn_app};
+
+#[tokio::test]
+async fn healthz_and_readyz_answer_when_the_database_is_up() {
+    let app = spawn_app().await;
+    let response = app.get("/healthz", None).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("x-request-id"));
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"status": "ok"})
+    );
+
+    let response = app.get("/readyz", None).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"status": "ready"})
+    );
+}
+
+#[tokio::test]
+async fn a_database_that_is_down_gives_503_problems_not_hangs() {
+    // Nothing listens on port 1: the service starts anyway and reports itself not ready.
+    let mut config = Config::new(
+        local(),
+        "postgres://lingo_app@127.0.0.1:1/lingo",
+        auth_config(),
+    );
+    config.db_acquire_timeout_secs = 1;
+    let address = serve(config).await;
+    let client = reqwest::Client::new();
+
+    let response = client
+        .get(format!("{address}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the process is up");
+
+    let response = client
+        .get(format!("{address}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+    assert_problem(response, 503, "database_unavailable").await;
+
+    let response = client
+        .get(format!("{address}/v1/lingo/me/xp"))
+        .bearer_auth(token("someone"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+    let body = assert_problem(response, 503, "database_unavailable").await;
+    assert!(
+        !body.to_string().contains("127.0.0.1"),
+        "no internals: {body}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_problems_with_request_ids() {
+    let app = spawn_app().await;
+    let response = app.get("/v1/lingo/nope", None).await;
+    assert_problem(response, 404, "not_found").await;
+
+    let response = app
+        .client
+        .delete(app.url("/v1/lingo/languages"))
+        .header("x-request-id", "my-request-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"], "my-request-1");
+    let body = assert_problem(response, 405, "method_not_allowed").await;
+    assert_eq!(body["request_id"], "my-request-1");
+}

@@ -1,0 +1,173 @@
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use lingo_service::{Application, Config};
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use serde_json::Value;
+use shared_auth::testing::{TestDatabase, auth_config};
+use sqlx::PgConnection;
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub db: TestDatabase,
+}
+
+/// Generic learners the test seed creates besides `demo-learner`.
+pub const SEEDED_LEARNERS: usize = 3;
+
+/// Migrated as `lingo_owner`, seeded as `lingo_pipeline`, served as `lingo_app`.
+pub async fn spawn_app() -> TestApp {
+    spawn(true).await
+}
+
+/// Migrated only: no languages, no phrases.
+#[allow(dead_code)]
+pub async fn spawn_app_unseeded() -> TestApp {
+    spawn(false).await
+}
+
+async fn spawn(seed: bool) -> TestApp {
+    let db = TestDatabase::create().await;
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .expect("migrate");
+    if seed {
+        lingo_service::seed_with(&db.url_for("lingo_pipeline"), SEEDED_LEARNERS)
+            .await
+            .expect("seed");
+    }
+    let address = serve(Config::new(local(), db.url_for("lingo_app"), auth_config())).await;
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        db,
+    }
+}
+
+pub fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Starts the service in the background; returns its base URL.
+pub async fn serve(config: Config) -> String {
+    let app = Application::build(config).await.expect("build application");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_with_shutdown(std::future::pending()));
+    address
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> reqwest::Response {
+        let mut request = self.client.get(self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.expect("GET")
+    }
+
+    /// POST of a raw body with `Content-Type: application/json`.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        token: &str,
+        body: &str,
+        key: Option<&str>,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(token)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_owned());
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.expect("POST")
+    }
+
+    pub async fn post_session(&self, token: &str, body: &Value) -> reqwest::Response {
+        self.post_raw(
+            "/v1/lingo/me/study-sessions",
+            token,
+            &body.to_string(),
+            None,
+        )
+        .await
+    }
+
+    /// A superuser connection to this test's database (search_path lingo).
+    pub async fn admin(&self) -> PgConnection {
+        lingo_service::db::connect_one(&self.db.admin_url())
+            .await
+            .expect("admin connection")
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        let mut admin = self.admin().await;
+        sqlx::query_scalar(&format!("SELECT count(*) FROM lingo.{table}"))
+            .fetch_one(&mut admin)
+            .await
+            .unwrap()
+    }
+}
+
+pub fn session(language: &str, duration: i64, seen: i64, correct: i64) -> Value {
+    serde_json::json!({
+        "duration_seconds": duration,
+        "phrases_seen": seen,
+        "phrases_correct": correct,
+        "language_code": language,
+    })
+}
+
+/// The keys of a JSON object, for field-by-field shape checks.
+pub fn keys(value: &Value) -> BTreeSet<String> {
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+pub fn key_set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Asserts a problem response: status, problem content type, `code`; returns the body.
+pub async fn assert_problem(response: reqwest::Response, status: u16, code: &str) -> Value {
+    assert_eq!(response.status().as_u16(), status, "status");
+    assert_content_type(response.headers(), "application/problem+json");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], code, "problem {body}");
+    assert_eq!(body["status"], status);
+    assert_eq!(body["type"], "about:blank");
+    assert!(body["title"].is_string());
+    assert!(body["request_id"].is_string());
+    body
+}
+
+pub fn assert_content_type(headers: &HeaderMap, expected: &str) {
+    let value = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    assert!(
+        value.starts_with(expected),
+        "content type {value:?}, expected {expected}"
+    );
+}
+
+/// RFC 3339, UTC, with `Z`.
+pub fn assert_timestamp(value: &Value) {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("not a string: {value}"));
+    assert!(text.ends_with('Z'), "{text} does not end with Z");
+    chrono::DateTime::parse_from_rfc3339(text).unwrap();
+}

@@ -1,0 +1,14 @@
+//! lingo-service through real HTTP against a real Postgres (one test binary, so one throwaway
+//! cluster for all of them; every test gets its own database).
+#![allow(clippy::unwrap_used)]
+
+mod analytics;
+mod catalogue;
+mod grants;
+mod health;
+mod helpers;
+mod idempotency;
+mod progress;
+mod recommendations;
+mod seed;
+mod study_sessions;
