@@ -11,6 +11,7 @@ pub mod extract;
 pub mod json;
 pub mod jwks;
 pub mod mint;
+pub mod openapi;
 pub mod paging;
 pub mod problem;
 pub mod request_id;

@@ -40,12 +40,14 @@ impl Paging {
 }
 
 /// One page of a list.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub data: Vec<T>,
+    /// Number of items in `data`.
     pub count: usize,
     pub limit: i64,
     pub offset: i64,
+    /// `offset + count`, or null when nothing follows this page.
     pub next_offset: Option<i64>,
 }
 

@@ -11,7 +11,7 @@ use crate::request_id;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// One bad field of a 422 answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     pub field: String,
     pub message: String,
