@@ -1,1 +1,38 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use news_service::config::{Cli, Command};
+use news_service::{Application, import, migrate, seed};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    shared_auth::telemetry::init_logging(cli.log_format);
+    match cli.command {
+        Command::Serve(config) => {
+            Application::build(config)
+                .await?
+                .run_until_stopped()
+                .await?
+        }
+        Command::Migrate(args) => {
+            migrate(&args.owner_database_url).await?;
+            tracing::info!("migrations applied");
+        }
+        Command::Seed(args) => {
+            let summary = seed(&args.pipeline_database_url, args.articles).await?;
+            println!("{summary}");
+        }
+        Command::Import(args) => {
+            let summary =
+                import(&args.pipeline_database_url, &args.file, !args.no_progress).await?;
+            println!("{summary}");
+            // Good lines are kept either way; a pipeline learns from the exit code that some were not.
+            if !summary.bad_lines.is_empty() {
+                return Ok(ExitCode::from(2));
+            }
+        }
+        Command::MintToken(args) => println!("{}", shared_auth::mint::mint(&args)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,103 @@
+//! HTTP caching of reads: anonymous answers are public for 30 s with a strong ETag (a hash of the
+//! body) and a 304 for a matching `If-None-Match`; personalised answers are never stored.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+pub const PUBLIC: &str = "public, max-age=30";
+pub const PRIVATE: &str = "private, no-store";
+
+/// The strong ETag of a body: a quoted hex SHA-256 prefix.
+pub fn etag_of(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// `If-None-Match` uses the weak comparison (RFC 9110 13.1.2): `W/` is ignored, `*` matches.
+pub fn none_match(if_none_match: &str, etag: &str) -> bool {
+    if_none_match.split(',').map(str::trim).any(|candidate| {
+        candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == etag
+    })
+}
+
+/// Renders a JSON read with the caching headers for an anonymous or a signed-in reader.
+pub fn json_read<T: Serialize>(
+    request_headers: &HeaderMap,
+    signed_in: bool,
+    value: &T,
+) -> Response {
+    let body = match serde_json::to_vec(value) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::error!(%error, "cannot serialise a response");
+            return shared_auth::Problem::internal().into_response();
+        }
+    };
+    let json = HeaderValue::from_static("application/json");
+    // The answer depends on the credential, so a shared cache must key on it.
+    let vary = HeaderValue::from_static("authorization");
+    if signed_in {
+        let headers = [
+            (header::CONTENT_TYPE, json),
+            (header::CACHE_CONTROL, HeaderValue::from_static(PRIVATE)),
+            (header::VARY, vary),
+        ];
+        return (headers, body).into_response();
+    }
+    let etag = etag_of(&body);
+    let etag_value =
+        HeaderValue::from_str(&etag).unwrap_or_else(|_| HeaderValue::from_static("\"\""));
+    let cache = HeaderValue::from_static(PUBLIC);
+    let matches = request_headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| none_match(v, &etag));
+    if matches {
+        let headers = [
+            (header::ETAG, etag_value),
+            (header::CACHE_CONTROL, cache),
+            (header::VARY, vary),
+        ];
+        return (StatusCode::NOT_MODIFIED, headers).into_response();
+    }
+    let headers = [
+        (header::CONTENT_TYPE, json),
+        (header::ETAG, etag_value),
+        (header::CACHE_CONTROL, cache),
+        (header::VARY, vary),
+    ];
+    (headers, body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_is_strong_and_depends_on_the_body() {
+        let a = etag_of(b"{\"a\":1}");
+        assert!(a.starts_with('"') && a.ends_with('"') && !a.starts_with("W/"));
+        assert_eq!(a, etag_of(b"{\"a\":1}"));
+        assert_ne!(a, etag_of(b"{\"a\":2}"));
+    }
+
+    #[test]
+    fn if_none_match_comparison() {
+        let tag = "\"abc\"";
+        let table = [
+            ("\"abc\"", true),
+            ("W/\"abc\"", true),
+            ("\"x\", \"abc\"", true),
+            ("*", true),
+            ("\"abd\"", false),
+            ("abc", false),
+            ("", false),
+        ];
+        for (header, expected) in table {
+            assert_eq!(none_match(header, tag), expected, "{header:?}");
+        }
+    }
+}

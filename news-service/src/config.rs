@@ -1,0 +1,149 @@
+//! Configuration, declared once with clap so `--help` lists every environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use shared_auth::AuthConfig;
+use shared_auth::mint::MintArgs;
+use shared_auth::telemetry::LogFormat;
+
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8082";
+pub const DEFAULT_SEED_ARTICLES: u64 = 5000;
+
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "news-service",
+    version,
+    about = "The news API: articles, engagement, comments"
+)]
+pub struct Cli {
+    /// Log output: human lines or one JSON object per line.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Serve the HTTP API.
+    Serve(ServeConfig),
+    /// Apply the database migrations (as the schema owner, news_owner).
+    Migrate(MigrateArgs),
+    /// Load deterministic demo data (as the pipeline role, news_pipeline); idempotent.
+    Seed(SeedArgs),
+    /// Upsert organisations, journalists and articles from a JSON Lines file (as news_pipeline).
+    Import(ImportArgs),
+    /// Print a development token signed with the configured key.
+    MintToken(MintArgs),
+}
+
+/// Everything `serve` needs; also what tests build to start the service in-process.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeConfig {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "NEWS_LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
+    pub listen_addr: SocketAddr,
+    /// Primary database, as the runtime role news_app: engagement writes and personal reads.
+    #[arg(long, env = "NEWS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Database for anonymous reads (a read replica); defaults to NEWS_DATABASE_URL.
+    #[arg(long, env = "NEWS_DATABASE_READ_URL", hide_env_values = true)]
+    pub database_read_url: Option<String>,
+    /// Owner role (news_owner) URL, used only when NEWS_MIGRATE_ON_START is true.
+    #[arg(long, env = "NEWS_OWNER_DATABASE_URL", hide_env_values = true)]
+    pub owner_database_url: Option<String>,
+    /// Apply migrations before serving (development).
+    #[arg(long, env = "NEWS_MIGRATE_ON_START", default_value_t = false, action = clap::ArgAction::Set)]
+    pub migrate_on_start: bool,
+    /// Connections per pool (primary and read pool each).
+    #[arg(long, env = "NEWS_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    pub db_max_connections: u32,
+    #[command(flatten)]
+    pub auth: AuthConfig,
+}
+
+impl ServeConfig {
+    /// A configuration listening on 127.0.0.1 with a free port, for tests and embedding.
+    pub fn new(database_url: impl Into<String>, auth: AuthConfig) -> Self {
+        Self {
+            listen_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            database_url: database_url.into(),
+            database_read_url: None,
+            owner_database_url: None,
+            migrate_on_start: false,
+            db_max_connections: 20,
+            auth,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MigrateArgs {
+    /// Owner role (news_owner) URL.
+    #[arg(long, env = "NEWS_OWNER_DATABASE_URL", hide_env_values = true)]
+    pub owner_database_url: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SeedArgs {
+    /// Pipeline role (news_pipeline) URL.
+    #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]
+    pub pipeline_database_url: String,
+    /// Number of articles to generate.
+    #[arg(long, default_value_t = DEFAULT_SEED_ARTICLES)]
+    pub articles: u64,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// Pipeline role (news_pipeline) URL.
+    #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]
+    pub pipeline_database_url: String,
+    /// JSON Lines file: one organisation, journalist or article per line (field "type").
+    pub file: PathBuf,
+    /// Hide the progress bar (it is hidden anyway when stderr is not a terminal).
+    #[arg(long, default_value_t = false)]
+    pub no_progress: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn serve_reads_defaults_and_flags() {
+        let cli = Cli::try_parse_from([
+            "news-service",
+            "serve",
+            "--database-url",
+            "postgres://news_app@localhost/db",
+            "--migrate-on-start",
+            "true",
+        ])
+        .expect("parses");
+        let Command::Serve(config) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(config.listen_addr.to_string(), DEFAULT_LISTEN_ADDR);
+        assert!(config.migrate_on_start);
+        assert_eq!(config.db_max_connections, 20);
+        assert!(config.database_read_url.is_none());
+    }
+
+    #[test]
+    fn seed_defaults_to_5000_articles() {
+        let cli = Cli::try_parse_from([
+            "news-service",
+            "seed",
+            "--pipeline-database-url",
+            "postgres://x@y/z",
+        ])
+        .expect("parses");
+        let Command::Seed(args) = cli.command else {
+            panic!("expected seed");
+        };
+        assert_eq!(args.articles, 5000);
+    }
+}

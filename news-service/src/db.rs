@@ -1,0 +1,45 @@
+//! Connection pools and migrations. Every connection starts with `search_path = news`, so the
+//! service's SQL is unqualified and the migration history table lives inside schema `news`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// How long a request waits for a connection before the database counts as unavailable (503).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    Ok(PgConnectOptions::from_str(url)?
+        .options([("search_path", "news")])
+        .application_name(application_name))
+}
+
+/// A pool that connects on first use, so the service starts (and answers `/readyz` 503) while
+/// the database is still down.
+pub fn lazy_pool(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_lazy_with(connect_options(url, name)?))
+}
+
+/// A pool for the one-shot commands (migrate, seed, import): fails fast when unreachable.
+pub async fn connect(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(connect_options(url, name)?)
+        .await
+}
+
+/// Applies the migrations as the schema owner (`news_owner`).
+pub async fn migrate(owner_url: &str) -> anyhow::Result<()> {
+    let pool = connect(owner_url, 1, "news-service-migrate").await?;
+    MIGRATOR.run(&pool).await?;
+    pool.close().await;
+    Ok(())
+}

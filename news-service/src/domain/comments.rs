@@ -1,0 +1,139 @@
+//! Comment rules of API.md section 4: trimmed text of 1..=10,000 characters, depth 0..=10, and the
+//! materialised thread path that orders a thread.
+
+use shared_auth::{FieldError, Problem};
+use uuid::Uuid;
+
+pub const MAX_TEXT_CHARS: usize = 10_000;
+pub const MAX_DEPTH: i16 = 10;
+
+/// The text to store: trimmed, non-empty, at most 10,000 characters (characters, not bytes).
+pub fn validate_text(text: &str) -> Result<String, FieldError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(FieldError::new("text", "must not be empty"));
+    }
+    if trimmed.chars().count() > MAX_TEXT_CHARS {
+        return Err(FieldError::new(
+            "text",
+            format!("must be at most {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The parent a reply hangs under, as read from the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    pub article_id: String,
+    pub depth: i16,
+    pub path: String,
+}
+
+/// Where a new comment goes: its depth and thread path, or the 422 that refuses it.
+pub fn placement(
+    id: Uuid,
+    article_id: &str,
+    parent: Option<&ParentRef>,
+) -> Result<(i16, String), Problem> {
+    let segment = id.simple().to_string();
+    let Some(parent) = parent else {
+        return Ok((0, segment));
+    };
+    if parent.article_id != article_id {
+        return Err(Problem::unprocessable(
+            "parent_article_mismatch",
+            "parent_id",
+            "the parent comment belongs to another article",
+        ));
+    }
+    if parent.depth >= MAX_DEPTH {
+        return Err(Problem::unprocessable(
+            "max_depth_exceeded",
+            "parent_id",
+            format!("replies may be nested at most {MAX_DEPTH} levels deep"),
+        ));
+    }
+    Ok((parent.depth + 1, format!("{}.{segment}", parent.path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_rules() {
+        let table: [(String, Result<String, &str>); 7] = [
+            ("hello".into(), Ok("hello".into())),
+            ("  padded \n".into(), Ok("padded".into())),
+            (String::new(), Err("must not be empty")),
+            (" \t\n ".into(), Err("must not be empty")),
+            ("a".repeat(10_000), Ok("a".repeat(10_000))),
+            ("a".repeat(10_001), Err("must be at most 10000 characters")),
+            // 10,000 two-byte characters are 20,000 bytes but still within the limit.
+            ("é".repeat(10_000), Ok("é".repeat(10_000))),
+        ];
+        for (input, expected) in table {
+            let got = validate_text(&input).map_err(|e| e.message);
+            assert_eq!(
+                got,
+                expected.map_err(str::to_owned),
+                "input of {} chars",
+                input.chars().count()
+            );
+        }
+    }
+
+    #[test]
+    fn placement_rules() {
+        let id = Uuid::now_v7();
+        let parent = |article: &str, depth: i16| ParentRef {
+            article_id: article.into(),
+            depth,
+            path: "p".repeat(32),
+        };
+        assert_eq!(
+            placement(id, "a1", None).ok(),
+            Some((0, id.simple().to_string()))
+        );
+        assert_eq!(
+            placement(id, "a1", Some(&parent("a1", 0)))
+                .ok()
+                .map(|p| p.0),
+            Some(1)
+        );
+        assert_eq!(
+            placement(id, "a1", Some(&parent("a1", 9)))
+                .ok()
+                .map(|p| p.0),
+            Some(10)
+        );
+        let code = |r: Result<(i16, String), Problem>| r.map_err(|p| p.code.to_string()).err();
+        assert_eq!(
+            code(placement(id, "a1", Some(&parent("a1", 10)))).as_deref(),
+            Some("max_depth_exceeded")
+        );
+        assert_eq!(
+            code(placement(id, "a1", Some(&parent("a2", 0)))).as_deref(),
+            Some("parent_article_mismatch")
+        );
+    }
+
+    #[test]
+    fn thread_paths_sort_parents_before_children_and_siblings_by_age() {
+        let root = Uuid::now_v7();
+        let (_, root_path) = placement(root, "a", None).unwrap_or_default();
+        let parent = ParentRef {
+            article_id: "a".into(),
+            depth: 0,
+            path: root_path.clone(),
+        };
+        let first_reply = placement(Uuid::now_v7(), "a", Some(&parent))
+            .unwrap_or_default()
+            .1;
+        let later_root = placement(Uuid::now_v7(), "a", None).unwrap_or_default().1;
+        let mut paths = vec![later_root.clone(), first_reply.clone(), root_path.clone()];
+        paths.sort();
+        assert_eq!(paths, vec![root_path, first_reply, later_root]);
+    }
+}

@@ -1,0 +1,4 @@
+//! Domain rules as small pure functions, tested next to them.
+
+pub mod comments;
+pub mod cursor;

@@ -1,0 +1,375 @@
+//! Articles: the list (offset or keyset cursor paging) and one article with its body. The item
+//! shape and its SQL are shared with `/me/bookmarks` and `/me/feed`.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared_auth::{OptionalCaller, Page, Paging, Problem, Query};
+use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
+
+use crate::AppState;
+use crate::cache::json_read;
+use crate::domain::cursor::{Cursor, CursorError, ListKind};
+use crate::error::Result;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/articles", get(list_articles))
+        .route("/articles/{article_id}", get(get_article))
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Named {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ArticleViewer {
+    pub liked: bool,
+    pub bookmarked: bool,
+    pub following_journalist: bool,
+    pub following_organization: bool,
+}
+
+/// `ArticleItem`, or `Article` when `body` is present.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArticleItem {
+    pub id: String,
+    pub title: String,
+    pub summary: String,
+    pub url: String,
+    pub published_at: DateTime<Utc>,
+    pub organization: Named,
+    pub journalist: Named,
+    pub organization_id: String,
+    pub journalist_id: String,
+    pub like_count: i64,
+    pub bookmark_count: i64,
+    pub comment_count: i64,
+    pub viewer: Option<ArticleViewer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+pub struct ArticleRow {
+    id: String,
+    title: String,
+    summary: String,
+    url: String,
+    published_at: DateTime<Utc>,
+    organization_id: String,
+    organization_name: String,
+    journalist_id: String,
+    journalist_name: String,
+    like_count: i64,
+    bookmark_count: i64,
+    comment_count: i64,
+    liked: Option<bool>,
+    bookmarked: Option<bool>,
+    following_journalist: Option<bool>,
+    following_organization: Option<bool>,
+    body: Option<String>,
+}
+
+impl From<ArticleRow> for ArticleItem {
+    fn from(row: ArticleRow) -> Self {
+        // The viewer columns are all NULL for an anonymous reader and all set for a caller.
+        let viewer = match (
+            row.liked,
+            row.bookmarked,
+            row.following_journalist,
+            row.following_organization,
+        ) {
+            (
+                Some(liked),
+                Some(bookmarked),
+                Some(following_journalist),
+                Some(following_organization),
+            ) => Some(ArticleViewer {
+                liked,
+                bookmarked,
+                following_journalist,
+                following_organization,
+            }),
+            _ => None,
+        };
+        Self {
+            organization: Named {
+                id: row.organization_id.clone(),
+                name: row.organization_name,
+            },
+            journalist: Named {
+                id: row.journalist_id.clone(),
+                name: row.journalist_name,
+            },
+            id: row.id,
+            title: row.title,
+            summary: row.summary,
+            url: row.url,
+            published_at: row.published_at,
+            organization_id: row.organization_id,
+            journalist_id: row.journalist_id,
+            like_count: row.like_count,
+            bookmark_count: row.bookmark_count,
+            comment_count: row.comment_count,
+            viewer,
+            body: row.body,
+        }
+    }
+}
+
+/// The columns of an `ArticleRow` over `articles a JOIN organizations o JOIN journalists j`.
+/// Counts are COUNTs over the engagement rows (primary-key index scans), so they are exact.
+fn push_item_columns(qb: &mut QueryBuilder<'_, Postgres>, viewer: Option<&str>, with_body: bool) {
+    qb.push(
+        "SELECT a.id, a.title, a.summary, a.url, a.published_at, \
+         a.organization_id, o.name AS organization_name, a.journalist_id, j.name AS journalist_name, \
+         (SELECT count(*) FROM likes x WHERE x.article_id = a.id) AS like_count, \
+         (SELECT count(*) FROM bookmarks x WHERE x.article_id = a.id) AS bookmark_count, \
+         (SELECT count(*) FROM comments x WHERE x.article_id = a.id) AS comment_count, ",
+    );
+    match viewer {
+        Some(user) => {
+            qb.push("EXISTS (SELECT 1 FROM likes x WHERE x.article_id = a.id AND x.user_id = ")
+                .push_bind(user.to_owned())
+                .push(") AS liked, EXISTS (SELECT 1 FROM bookmarks x WHERE x.article_id = a.id AND x.user_id = ")
+                .push_bind(user.to_owned())
+                .push(") AS bookmarked, EXISTS (SELECT 1 FROM journalist_follows x WHERE x.journalist_id = a.journalist_id AND x.user_id = ")
+                .push_bind(user.to_owned())
+                .push(") AS following_journalist, EXISTS (SELECT 1 FROM organization_follows x WHERE x.organization_id = a.organization_id AND x.user_id = ")
+                .push_bind(user.to_owned())
+                .push(") AS following_organization, ");
+        }
+        None => {
+            qb.push(
+                "NULL::boolean AS liked, NULL::boolean AS bookmarked, \
+                 NULL::boolean AS following_journalist, NULL::boolean AS following_organization, ",
+            );
+        }
+    }
+    qb.push(if with_body {
+        "a.body"
+    } else {
+        "NULL::text AS body"
+    });
+}
+
+const FROM_ARTICLES: &str = " FROM articles a \
+    JOIN organizations o ON o.id = a.organization_id \
+    JOIN journalists j ON j.id = a.journalist_id";
+
+/// What an article list selects, and where its page starts.
+#[derive(Debug, Clone, Default)]
+pub struct ListSpec {
+    pub viewer: Option<String>,
+    pub organization_id: Option<String>,
+    pub journalist_id: Option<String>,
+    /// Only articles by journalists or organisations this user follows (`/me/feed`).
+    pub followed_by: Option<String>,
+    /// Keyset position: rows strictly after this `(published_at, id)` in list order.
+    pub after: Option<(DateTime<Utc>, String)>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// The list query, newest first, ties by id descending. Each filter combination is its own
+/// statement text (no `$1 IS NULL OR ...`), so Postgres plans it against the matching
+/// `(filter, published_at DESC, id DESC)` index. `prefix` lets tests prepend `EXPLAIN`.
+pub fn list_query(prefix: &str, spec: &ListSpec) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
+    push_item_columns(&mut qb, spec.viewer.as_deref(), false);
+    qb.push(FROM_ARTICLES).push(" WHERE true");
+    if let Some(organization_id) = &spec.organization_id {
+        qb.push(" AND a.organization_id = ")
+            .push_bind(organization_id.clone());
+    }
+    if let Some(journalist_id) = &spec.journalist_id {
+        qb.push(" AND a.journalist_id = ")
+            .push_bind(journalist_id.clone());
+    }
+    if let Some(user) = &spec.followed_by {
+        qb.push(" AND (a.journalist_id IN (SELECT journalist_id FROM journalist_follows WHERE user_id = ")
+            .push_bind(user.clone())
+            .push(") OR a.organization_id IN (SELECT organization_id FROM organization_follows WHERE user_id = ")
+            .push_bind(user.clone())
+            .push("))");
+    }
+    if let Some((published_at, id)) = &spec.after {
+        qb.push(" AND (a.published_at, a.id) < (")
+            .push_bind(*published_at)
+            .push(", ")
+            .push_bind(id.clone())
+            .push(")");
+    }
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+        .push_bind(spec.limit)
+        .push(" OFFSET ")
+        .push_bind(spec.offset);
+    qb
+}
+
+/// A page of a cursor-paged list: the paging fields plus `next_cursor`.
+#[derive(Debug, Serialize)]
+pub struct CursorPage<T> {
+    #[serde(flatten)]
+    pub page: Page<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// Offset or cursor paging of an article list, checked against the contract.
+pub struct ListPaging {
+    pub paging: Paging,
+    pub cursor: Option<Cursor>,
+}
+
+impl ListPaging {
+    pub fn parse(
+        limit: Option<i64>,
+        offset: Option<i64>,
+        cursor: Option<&str>,
+    ) -> Result<Self, Problem> {
+        if offset.is_some() && cursor.is_some() {
+            return Err(Problem::invalid_query(
+                "give either offset or cursor, not both",
+            ));
+        }
+        let paging = Paging::new(limit, offset)?;
+        let cursor = cursor
+            .map(Cursor::decode)
+            .transpose()
+            .map_err(invalid_cursor)?;
+        Ok(Self { paging, cursor })
+    }
+}
+
+pub fn invalid_cursor(error: CursorError) -> Problem {
+    Problem::new(axum::http::StatusCode::BAD_REQUEST, "invalid_cursor")
+        .with_detail(error.to_string())
+}
+
+/// Runs a list query and builds the page with `next_cursor` (continuing the same list and filters).
+pub async fn fetch_cursor_page(
+    pool: &PgPool,
+    kind: ListKind,
+    mut spec: ListSpec,
+    paging: &ListPaging,
+) -> Result<CursorPage<ArticleItem>> {
+    spec.limit = paging.paging.fetch_limit();
+    spec.offset = paging.paging.offset;
+    if let Some(cursor) = &paging.cursor {
+        let published_at = cursor
+            .published_at()
+            .ok_or_else(|| invalid_cursor(CursorError::Undecodable))?;
+        spec.after = Some((published_at, cursor.id.clone()));
+    }
+    let rows: Vec<ArticleRow> = list_query("", &spec)
+        .build_query_as()
+        .fetch_all(pool)
+        .await?;
+    let limit = paging.paging.limit as usize;
+    let next_cursor = (rows.len() > limit).then(|| {
+        let last = &rows[limit - 1];
+        Cursor {
+            kind,
+            published_at_micros: last.published_at.timestamp_micros(),
+            id: last.id.clone(),
+            organization_id: spec.organization_id.clone(),
+            journalist_id: spec.journalist_id.clone(),
+        }
+        .encode()
+    });
+    let mut page = Page::from_rows(rows, paging.paging).map(ArticleItem::from);
+    if paging.cursor.is_some() {
+        // A cursor page has no absolute position: continue with `next_cursor`.
+        page.next_offset = None;
+    }
+    Ok(CursorPage { page, next_cursor })
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    organization_id: Option<String>,
+    journalist_id: Option<String>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+    cursor: Option<String>,
+}
+
+async fn list_articles(
+    State(state): State<AppState>,
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Result<Response> {
+    let paging = ListPaging::parse(query.limit, query.offset, query.cursor.as_deref())?;
+    let (organization_id, journalist_id) = match &paging.cursor {
+        Some(cursor) => cursor
+            .resolve_filter(
+                ListKind::Articles,
+                query.organization_id.as_deref(),
+                query.journalist_id.as_deref(),
+            )
+            .map_err(invalid_cursor)?,
+        None => (query.organization_id, query.journalist_id),
+    };
+    let viewer = caller.map(|c| c.sub);
+    let pool = state.pools.for_reader(viewer.is_some());
+    let spec = ListSpec {
+        viewer,
+        organization_id,
+        journalist_id,
+        ..ListSpec::default()
+    };
+    let signed_in = spec.viewer.is_some();
+    let page = fetch_cursor_page(pool, ListKind::Articles, spec, &paging).await?;
+    Ok(json_read(&headers, signed_in, &page))
+}
+
+/// One article with its body, as `viewer` sees it; `None` when there is no such article.
+pub async fn find_article(
+    pool: &PgPool,
+    id: &str,
+    viewer: Option<&str>,
+) -> Result<Option<ArticleItem>> {
+    let mut qb = QueryBuilder::new("");
+    push_item_columns(&mut qb, viewer, true);
+    qb.push(FROM_ARTICLES)
+        .push(" WHERE a.id = ")
+        .push_bind(id.to_owned());
+    let row: Option<ArticleRow> = qb.build_query_as().fetch_optional(pool).await?;
+    Ok(row.map(ArticleItem::from))
+}
+
+async fn get_article(
+    State(state): State<AppState>,
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+    Path(article_id): Path<String>,
+) -> Result<Response> {
+    let viewer = caller.map(|c| c.sub);
+    let pool = state.pools.for_reader(viewer.is_some());
+    let article = find_article(pool, &article_id, viewer.as_deref())
+        .await?
+        .ok_or_else(|| {
+            Problem::not_found("article_not_found").with_detail("no article has this id")
+        })?;
+    Ok(json_read(&headers, viewer.is_some(), &article))
+}
+
+/// `/me/bookmarks`: the caller's bookmarked articles, most recently bookmarked first.
+pub fn push_bookmarks_query(qb: &mut QueryBuilder<'static, Postgres>, user: &str, paging: Paging) {
+    push_item_columns(qb, Some(user), false);
+    qb.push(FROM_ARTICLES)
+        .push(" JOIN bookmarks mine ON mine.article_id = a.id AND mine.user_id = ")
+        .push_bind(user.to_owned())
+        .push(" ORDER BY mine.created_at DESC, mine.article_id DESC LIMIT ")
+        .push_bind(paging.fetch_limit())
+        .push(" OFFSET ")
+        .push_bind(paging.offset);
+}

@@ -1,0 +1,204 @@
+//! Organisations and journalists: the curated directory, ordered by name, with follower counts
+//! and the caller's `viewer.following`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use shared_auth::{OptionalCaller, Page, Paging, Query};
+use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
+
+use crate::AppState;
+use crate::cache::json_read;
+use crate::error::Result;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/organizations", get(list_organizations))
+        .route("/journalists", get(list_journalists))
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FollowViewer {
+    pub following: bool,
+}
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct Organization {
+    pub id: String,
+    pub name: String,
+    pub url: String,
+    pub follower_count: i64,
+    #[sqlx(try_from = "Option<bool>")]
+    pub viewer: Viewer,
+}
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct Journalist {
+    pub id: String,
+    pub name: String,
+    pub organization_id: String,
+    pub follower_count: i64,
+    #[sqlx(try_from = "Option<bool>")]
+    pub viewer: Viewer,
+}
+
+/// `{following}` for a caller, null for an anonymous reader (the column is NULL then).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Viewer(pub Option<FollowViewer>);
+
+impl From<Option<bool>> for Viewer {
+    fn from(following: Option<bool>) -> Self {
+        Self(following.map(|following| FollowViewer { following }))
+    }
+}
+
+/// Which rows of the directory to select.
+pub enum Selection<'a> {
+    All,
+    OfOrganization(&'a str),
+    FollowedBy(&'a str),
+}
+
+fn push_following(
+    qb: &mut QueryBuilder<'_, Postgres>,
+    edge: &str,
+    col: &str,
+    owner: &str,
+    viewer: Option<&str>,
+) {
+    match viewer {
+        Some(user) => {
+            qb.push(format!(
+                ", EXISTS (SELECT 1 FROM {edge} f WHERE f.{col} = {owner}.id AND f.user_id = "
+            ))
+            .push_bind(user.to_owned())
+            .push(") AS viewer");
+        }
+        None => {
+            qb.push(", NULL::boolean AS viewer");
+        }
+    }
+}
+
+pub async fn organizations(
+    pool: &PgPool,
+    selection: Selection<'_>,
+    viewer: Option<&str>,
+    paging: Option<Paging>,
+) -> Result<Vec<Organization>> {
+    let mut qb = QueryBuilder::new(
+        "SELECT o.id, o.name, o.url, \
+         (SELECT count(*) FROM organization_follows f WHERE f.organization_id = o.id) AS follower_count",
+    );
+    push_following(
+        &mut qb,
+        "organization_follows",
+        "organization_id",
+        "o",
+        viewer,
+    );
+    qb.push(" FROM organizations o");
+    if let Selection::FollowedBy(user) = selection {
+        qb.push(
+            " JOIN organization_follows mine ON mine.organization_id = o.id AND mine.user_id = ",
+        )
+        .push_bind(user.to_owned());
+    }
+    qb.push(" ORDER BY o.name, o.id");
+    push_paging(&mut qb, paging);
+    Ok(qb.build_query_as().fetch_all(pool).await?)
+}
+
+pub async fn journalists(
+    pool: &PgPool,
+    selection: Selection<'_>,
+    viewer: Option<&str>,
+    paging: Option<Paging>,
+) -> Result<Vec<Journalist>> {
+    let mut qb = QueryBuilder::new(
+        "SELECT j.id, j.name, j.organization_id, \
+         (SELECT count(*) FROM journalist_follows f WHERE f.journalist_id = j.id) AS follower_count",
+    );
+    push_following(&mut qb, "journalist_follows", "journalist_id", "j", viewer);
+    qb.push(" FROM journalists j");
+    match selection {
+        Selection::All => {}
+        Selection::OfOrganization(organization_id) => {
+            qb.push(" WHERE j.organization_id = ")
+                .push_bind(organization_id.to_owned());
+        }
+        Selection::FollowedBy(user) => {
+            qb.push(
+                " JOIN journalist_follows mine ON mine.journalist_id = j.id AND mine.user_id = ",
+            )
+            .push_bind(user.to_owned());
+        }
+    }
+    qb.push(" ORDER BY j.name, j.id");
+    push_paging(&mut qb, paging);
+    Ok(qb.build_query_as().fetch_all(pool).await?)
+}
+
+fn push_paging(qb: &mut QueryBuilder<'_, Postgres>, paging: Option<Paging>) {
+    if let Some(paging) = paging {
+        qb.push(" LIMIT ")
+            .push_bind(paging.fetch_limit())
+            .push(" OFFSET ")
+            .push_bind(paging.offset);
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct OrganizationsQuery {
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+async fn list_organizations(
+    State(state): State<AppState>,
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+    Query(query): Query<OrganizationsQuery>,
+) -> Result<Response> {
+    let paging = Paging::new(query.limit, query.offset)?;
+    let viewer = caller.map(|c| c.sub);
+    let pool = state.pools.for_reader(viewer.is_some());
+    let rows = organizations(pool, Selection::All, viewer.as_deref(), Some(paging)).await?;
+    Ok(json_read(
+        &headers,
+        viewer.is_some(),
+        &Page::from_rows(rows, paging),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct JournalistsQuery {
+    organization_id: Option<String>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+async fn list_journalists(
+    State(state): State<AppState>,
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+    Query(query): Query<JournalistsQuery>,
+) -> Result<Response> {
+    let paging = Paging::new(query.limit, query.offset)?;
+    let viewer = caller.map(|c| c.sub);
+    let pool = state.pools.for_reader(viewer.is_some());
+    let selection = match query.organization_id.as_deref() {
+        Some(id) => Selection::OfOrganization(id),
+        None => Selection::All,
+    };
+    let rows = journalists(pool, selection, viewer.as_deref(), Some(paging)).await?;
+    Ok(json_read(
+        &headers,
+        viewer.is_some(),
+        &Page::from_rows(rows, paging),
+    ))
+}

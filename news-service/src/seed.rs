@@ -1,0 +1,335 @@
+//! Deterministic demo data: 20 organisations, 100 journalists and N articles spread over the two
+//! years before a fixed date, with realistic titles. A seeded RNG and a fixed time window make
+//! every run produce the same rows, and the upserts leave unchanged rows alone, so a second run
+//! changes nothing. Written as the pipeline role, in batches, so a million articles are quick.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::curated::{
+    ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts, upsert_articles,
+    upsert_journalists, upsert_organizations,
+};
+use crate::db;
+
+const SEED: u64 = 0x6e65_7773; // "news"
+const BATCH: usize = 5_000;
+pub const JOURNALISTS: usize = 100;
+
+const ORGANIZATIONS: [(&str, &str); 20] = [
+    ("The Morning Ledger", "morningledger.example"),
+    ("Harbor City Herald", "harborcityherald.example"),
+    ("Northern Star Tribune", "northernstar.example"),
+    ("The Daily Compass", "dailycompass.example"),
+    ("Riverside Gazette", "riversidegazette.example"),
+    ("Capital Wire", "capitalwire.example"),
+    ("Pacific Coast Chronicle", "pacificchronicle.example"),
+    ("The Evening Standard Post", "eveningpost.example"),
+    ("Metro Report", "metroreport.example"),
+    ("Valley Courier", "valleycourier.example"),
+    ("Global Affairs Review", "globalaffairs.example"),
+    ("The Tech Dispatch", "techdispatch.example"),
+    ("Green Planet Journal", "greenplanet.example"),
+    ("Market Watchtower", "marketwatchtower.example"),
+    ("Health & Science Weekly", "healthscienceweekly.example"),
+    ("Sports Central", "sportscentral.example"),
+    ("Culture Quarterly", "culturequarterly.example"),
+    ("The Civic Observer", "civicobserver.example"),
+    ("Lakeside Sentinel", "lakesidesentinel.example"),
+    ("Frontier Times", "frontiertimes.example"),
+];
+
+const FIRST_NAMES: [&str; 40] = [
+    "Amelia", "Ben", "Carla", "Dmitri", "Elena", "Farah", "Gabriel", "Hana", "Isaac", "Julia",
+    "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Priya", "Quentin", "Rosa", "Samir", "Tessa",
+    "Umar", "Vera", "William", "Xiu", "Yusuf", "Zoe", "Aiko", "Bruno", "Chloe", "Diego", "Esther",
+    "Felix", "Grace", "Hugo", "Ines", "Jonas", "Kira", "Luis", "Maya", "Noah",
+];
+const LAST_NAMES: [&str; 40] = [
+    "Abbott",
+    "Bauer",
+    "Castillo",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Garcia",
+    "Haddad",
+    "Ito",
+    "Jensen",
+    "Kowalski",
+    "Lindqvist",
+    "Moreau",
+    "Nakamura",
+    "Okafor",
+    "Petrov",
+    "Quinn",
+    "Rossi",
+    "Silva",
+    "Tanaka",
+    "Ueda",
+    "Varga",
+    "Weber",
+    "Xu",
+    "Yilmaz",
+    "Zimmermann",
+    "Alvarez",
+    "Brennan",
+    "Chen",
+    "Delgado",
+    "Evans",
+    "Fontaine",
+    "Gupta",
+    "Hoffman",
+    "Ibrahim",
+    "Jovanovic",
+    "Kim",
+    "Larsen",
+    "Mendes",
+    "Novak",
+];
+
+const PLACES: [&str; 16] = [
+    "Harbor City",
+    "Riverside",
+    "the capital",
+    "Lakeside",
+    "the northern valley",
+    "Port Ellis",
+    "Brookfield",
+    "the coast",
+    "Eastgate",
+    "Millbrook",
+    "the old town",
+    "Westmoor",
+    "Cedar Falls",
+    "Kingsport",
+    "the suburbs",
+    "Ashford",
+];
+const TOPICS: [&str; 24] = [
+    "housing",
+    "public transit",
+    "renewable energy",
+    "water rates",
+    "school funding",
+    "hospital waiting times",
+    "broadband access",
+    "the city budget",
+    "air quality",
+    "tourism",
+    "small business loans",
+    "electric buses",
+    "flood defences",
+    "rent control",
+    "youth sports",
+    "the local election",
+    "artificial intelligence",
+    "farm subsidies",
+    "bike lanes",
+    "the tax reform",
+    "remote work",
+    "data privacy",
+    "food prices",
+    "the jobs market",
+];
+const TEMPLATES: [&str; 20] = [
+    "{place} council approves new plan for {topic}",
+    "How {topic} is reshaping life in {place}",
+    "{n} things to know about the new {topic} rules",
+    "Inside the race to fix {place}'s {topic} problem",
+    "Residents of {place} divided over {topic}",
+    "Opinion: {place} cannot afford to ignore {topic}",
+    "What the vote on {topic} means for {place}",
+    "Researchers in {place} report progress on {topic}",
+    "{topic_cap} costs rise for the {n}th month in a row",
+    "Mayor of {place} promises action on {topic}",
+    "Explainer: the debate over {topic}, in {n} charts",
+    "Local businesses in {place} weigh in on {topic}",
+    "A new report puts {topic} at the top of {place}'s agenda",
+    "Why {topic} matters more than ever",
+    "{place} schools prepare for changes to {topic}",
+    "Critics question the cost of {place}'s {topic} push",
+    "The people behind {place}'s {topic} turnaround",
+    "Five years on, {topic} still divides {place}",
+    "Analysis: {topic} and the road ahead for {place}",
+    "Live updates: {place} responds to {topic} decision",
+];
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// The demo organisations: `org-001` .. `org-020`.
+pub fn organizations() -> Vec<OrganizationRecord> {
+    ORGANIZATIONS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, host))| OrganizationRecord {
+            id: format!("org-{:03}", i + 1),
+            name: (*name).to_owned(),
+            url: format!("https://{host}"),
+        })
+        .collect()
+}
+
+/// The demo journalists `jrn-0001` .. `jrn-0100`, five per organisation, with distinct names.
+pub fn journalists() -> Vec<JournalistRecord> {
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut names: Vec<(usize, usize)> = (0..FIRST_NAMES.len())
+        .flat_map(|f| (0..LAST_NAMES.len()).map(move |l| (f, l)))
+        .collect();
+    names.shuffle(&mut rng);
+    names
+        .into_iter()
+        .take(JOURNALISTS)
+        .enumerate()
+        .map(|(i, (f, l))| JournalistRecord {
+            id: format!("jrn-{:04}", i + 1),
+            name: format!("{} {}", FIRST_NAMES[f], LAST_NAMES[l]),
+            organization_id: format!("org-{:03}", i % ORGANIZATIONS.len() + 1),
+        })
+        .collect()
+}
+
+/// The end of the two-year window; fixed so that runs agree.
+fn window_end() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// Article number `n` (1-based). Each article has its own RNG stream, so any batch can be made
+/// on its own and the result does not depend on the batch size.
+pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
+    let mut rng = StdRng::seed_from_u64(SEED ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let journalist = &journalists[rng.gen_range(0..journalists.len())];
+    let place = PLACES[rng.gen_range(0..PLACES.len())];
+    let topic = TOPICS[rng.gen_range(0..TOPICS.len())];
+    let number = rng.gen_range(3..=12).to_string();
+    let title = TEMPLATES[rng.gen_range(0..TEMPLATES.len())]
+        .replace("{place}", place)
+        .replace("{topic_cap}", &capitalise(topic))
+        .replace("{topic}", topic)
+        .replace("{n}", &number);
+    let title = capitalise(&title);
+    // Whole minutes over two years: ties in published_at happen, as they do in real feeds.
+    let minutes = rng.gen_range(0..2 * 365 * 24 * 60);
+    let published_at = window_end() - Duration::minutes(minutes);
+    let id = format!("art-{n:06}");
+    let summary = format!(
+        "{} reports on {topic} in {place}: what changed, who is affected, and what comes next.",
+        journalist.name
+    );
+    let body = format!(
+        "{summary}\n\nOfficials in {place} said on Tuesday that decisions on {topic} would be taken \
+         within weeks. Residents interviewed for this story described the issue as the one that \
+         shapes their daily lives most.\n\nExperts cautioned that the numbers are still moving and \
+         that {number} separate proposals are on the table. This story will be updated."
+    );
+    ArticleRecord {
+        url: format!("https://news.example/articles/{id}"),
+        id,
+        title,
+        summary,
+        body,
+        published_at,
+        organization_id: journalist.organization_id.clone(),
+        journalist_id: journalist.id.clone(),
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SeedSummary {
+    pub organizations: UpsertCounts,
+    pub journalists: UpsertCounts,
+    pub articles: UpsertCounts,
+    pub elapsed_secs: f64,
+}
+
+impl fmt::Display for SeedSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seeded in {:.1}s: organizations {}; journalists {}; articles {}",
+            self.elapsed_secs, self.organizations, self.journalists, self.articles
+        )
+    }
+}
+
+/// Seeds the demo data as the pipeline role (`news_pipeline`).
+pub async fn seed(pipeline_url: &str, articles: u64) -> anyhow::Result<SeedSummary> {
+    let started = Instant::now();
+    let pool = db::connect(pipeline_url, 2, "news-service-seed").await?;
+    let mut summary = SeedSummary {
+        organizations: upsert_organizations(&pool, &organizations()).await?,
+        ..SeedSummary::default()
+    };
+    let journalists = Arc::new(journalists());
+    summary.journalists = upsert_journalists(&pool, &journalists).await?;
+    // Generating a batch costs about as much as writing one: make the next while this one is
+    // written.
+    let make = |first: u64| {
+        let journalists = journalists.clone();
+        let last = (first + BATCH as u64 - 1).min(articles);
+        tokio::task::spawn_blocking(move || {
+            (first..=last)
+                .map(|n| article(n, &journalists))
+                .collect::<Vec<ArticleRecord>>()
+        })
+    };
+    let mut next_batch = (articles >= 1).then(|| make(1));
+    let mut first = 1;
+    while let Some(pending) = next_batch.take() {
+        let batch = pending.await?;
+        let last = first + batch.len() as u64 - 1;
+        if last < articles {
+            next_batch = Some(make(last + 1));
+        }
+        summary.articles.add(upsert_articles(&pool, &batch).await?);
+        if last % 100_000 < BATCH as u64 && articles >= 100_000 {
+            tracing::info!(seeded = last, of = articles, "seeding articles");
+        }
+        first = last + 1;
+    }
+    pool.close().await;
+    summary.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic_and_well_formed() {
+        let journalists = journalists();
+        assert_eq!(journalists.len(), JOURNALISTS);
+        assert_eq!(journalists, super::journalists());
+        let mut names: Vec<_> = journalists.iter().map(|j| j.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), JOURNALISTS, "journalist names are distinct");
+        assert_eq!(organizations().len(), 20);
+        let a = article(42, &journalists);
+        assert_eq!(a, article(42, &journalists));
+        assert_eq!(a.id, "art-000042");
+        assert!(!a.title.contains('{'), "{}", a.title);
+        assert!(a.published_at <= window_end());
+        assert!(a.published_at > window_end() - Duration::days(731));
+        let owner = journalists
+            .iter()
+            .find(|j| j.id == a.journalist_id)
+            .map(|j| &j.organization_id);
+        assert_eq!(owner, Some(&a.organization_id));
+    }
+}

@@ -1,0 +1,374 @@
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_problem, spawn_with_fixture};
+
+async fn create(app: &TestApp, user: &str, body: Value) -> Value {
+    let response = app.post_comment(user, &body, None).await;
+    assert_eq!(response.status(), 201, "{body}");
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    let comment: Value = response.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/news/comments/{}", comment["id"].as_str().unwrap())
+    );
+    comment
+}
+
+#[tokio::test]
+async fn a_comment_has_the_contract_shape() {
+    let app = spawn_with_fixture().await;
+    let comment = create(
+        &app,
+        "writer",
+        json!({"article_id": "art-1", "text": "  Hello there \n"}),
+    )
+    .await;
+    let id = comment["id"].as_str().unwrap();
+    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
+    let created_at = comment["created_at"].as_str().unwrap();
+    assert!(created_at.ends_with('Z'), "{created_at}");
+    assert_eq!(
+        comment,
+        json!({"id": id, "article_id": "art-1", "parent_id": null, "author_id": "writer",
+               "text": "Hello there", "depth": 0, "created_at": created_at})
+    );
+    assert_eq!(
+        app.get_json(&format!("/comments/{id}"), None).await,
+        comment
+    );
+    assert_eq!(
+        app.get_json("/articles/art-1", None).await["comment_count"],
+        1
+    );
+    // An explicit null parent is a top-level comment too.
+    let top = create(
+        &app,
+        "writer",
+        json!({"article_id": "art-1", "text": "x", "parent_id": null}),
+    )
+    .await;
+    assert_eq!(top["depth"], 0);
+}
+
+#[tokio::test]
+async fn comment_rules_each_have_their_status_and_code_and_write_nothing() {
+    let app = spawn_with_fixture().await;
+    let other = create(
+        &app,
+        "w",
+        json!({"article_id": "art-2", "text": "on another article"}),
+    )
+    .await;
+    let other_id = other["id"].as_str().unwrap().to_owned();
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (
+            json!({"article_id": "art-1", "text": ""}),
+            422,
+            "validation_failed",
+        ),
+        (
+            json!({"article_id": "art-1", "text": " \t\n  "}),
+            422,
+            "validation_failed",
+        ),
+        (
+            json!({"article_id": "art-1", "text": "a".repeat(10_001)}),
+            422,
+            "validation_failed",
+        ),
+        (
+            json!({"article_id": "nope", "text": "hi"}),
+            422,
+            "unknown_article",
+        ),
+        (
+            json!({"article_id": "art-1", "text": "hi", "parent_id": unknown}),
+            422,
+            "unknown_parent",
+        ),
+        (
+            json!({"article_id": "art-1", "text": "hi", "parent_id": "not-a-uuid"}),
+            422,
+            "unknown_parent",
+        ),
+        (
+            json!({"article_id": "art-1", "text": "hi", "parent_id": other_id}),
+            422,
+            "parent_article_mismatch",
+        ),
+        (
+            json!({"article_id": "art-1", "text": "hi", "author_id": "me"}),
+            422,
+            "validation_failed",
+        ),
+        (json!({"article_id": "art-1"}), 422, "validation_failed"),
+        (
+            json!({"article_id": "art-1", "text": 5}),
+            422,
+            "validation_failed",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let problem = assert_problem(app.post_comment("u1", &body, None).await, status, code).await;
+        if code != "validation_failed" {
+            assert!(problem["errors"][0]["field"].is_string(), "{problem}");
+        }
+        assert_eq!(
+            app.count("SELECT count(*) FROM comments").await,
+            1,
+            "{body} wrote nothing"
+        );
+    }
+    let problem = assert_problem(
+        app.post_comment("u1", &json!({"article_id": "art-1", "text": ""}), None)
+            .await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(problem["errors"][0]["field"], "text");
+}
+
+#[tokio::test]
+async fn text_length_counts_characters_not_bytes() {
+    let app = spawn_with_fixture().await;
+    // 10,000 characters, 15,000 bytes: accepted (and within the 16 KiB body limit).
+    let text = format!("{}{}", "é".repeat(5_000), "a".repeat(5_000));
+    let comment = create(&app, "u1", json!({"article_id": "art-1", "text": text})).await;
+    assert_eq!(comment["text"].as_str().unwrap().chars().count(), 10_000);
+    let too_long = format!("{}{}", "é".repeat(5_000), "a".repeat(5_001));
+    let response = app
+        .post_comment(
+            "u1",
+            &json!({"article_id": "art-1", "text": too_long}),
+            None,
+        )
+        .await;
+    assert_problem(response, 422, "validation_failed").await;
+}
+
+#[tokio::test]
+async fn depth_11_is_refused() {
+    let app = spawn_with_fixture().await;
+    let mut parent = create(&app, "u", json!({"article_id": "art-1", "text": "depth 0"})).await;
+    for depth in 1..=10 {
+        parent = create(
+            &app,
+            "u",
+            json!({"article_id": "art-1", "text": format!("depth {depth}"), "parent_id": parent["id"]}),
+        )
+        .await;
+        assert_eq!(parent["depth"], depth);
+    }
+    let body = json!({"article_id": "art-1", "text": "depth 11", "parent_id": parent["id"]});
+    assert_problem(
+        app.post_comment("u", &body, None).await,
+        422,
+        "max_depth_exceeded",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM comments").await, 11);
+}
+
+#[tokio::test]
+async fn a_four_level_thread_comes_back_in_thread_order() {
+    let app = spawn_with_fixture().await;
+    let post = |text: &str, parent: Option<&Value>| {
+        let mut body = json!({"article_id": "art-1", "text": text});
+        if let Some(parent) = parent {
+            body["parent_id"] = parent["id"].clone();
+        }
+        body
+    };
+    // Created interleaved, so creation order differs from thread order.
+    let a = create(&app, "u1", post("A", None)).await;
+    let b = create(&app, "u2", post("B", None)).await;
+    let a1 = create(&app, "u2", post("A1", Some(&a))).await;
+    let b1 = create(&app, "u1", post("B1", Some(&b))).await;
+    let a1x = create(&app, "u3", post("A1x", Some(&a1))).await;
+    let a2 = create(&app, "u3", post("A2", Some(&a))).await;
+    let a1x1 = create(&app, "u1", post("A1x1", Some(&a1x))).await;
+    let _a1y = create(&app, "u2", post("A1y", Some(&a1))).await;
+    create(
+        &app,
+        "u2",
+        json!({"article_id": "art-2", "text": "elsewhere"}),
+    )
+    .await;
+    assert_eq!(a1x1["depth"], 3);
+    assert_eq!(b1["parent_id"], b["id"]);
+    assert_eq!(a2["parent_id"], a["id"]);
+
+    let page = app.get_json("/articles/art-1/comments", None).await;
+    let texts: Vec<&str> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["A", "A1", "A1x", "A1x1", "A1y", "A2", "B", "B1"]);
+    let depths: Vec<i64> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["depth"].as_i64().unwrap())
+        .collect();
+    assert_eq!(depths, [0, 1, 2, 3, 2, 1, 0, 1]);
+    assert_eq!(
+        (page["count"].clone(), page["next_offset"].clone()),
+        (json!(8), Value::Null)
+    );
+    // comment_count counts replies too.
+    assert_eq!(
+        app.get_json("/articles/art-1", None).await["comment_count"],
+        8
+    );
+
+    let second = app
+        .get_json("/articles/art-1/comments?limit=3&offset=3", None)
+        .await;
+    let texts: Vec<&str> = second["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["A1x1", "A1y", "A2"]);
+    assert_eq!(second["next_offset"], 6);
+
+    assert_problem(
+        app.get("/articles/nope/comments", None).await,
+        404,
+        "article_not_found",
+    )
+    .await;
+    assert_eq!(
+        app.get_json("/articles/art-3/comments", None).await["count"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn unknown_comments_are_404() {
+    let app = spawn_with_fixture().await;
+    let unknown = uuid::Uuid::now_v7();
+    assert_problem(
+        app.get(&format!("/comments/{unknown}"), None).await,
+        404,
+        "comment_not_found",
+    )
+    .await;
+    assert_problem(
+        app.get("/comments/not-a-uuid", None).await,
+        404,
+        "comment_not_found",
+    )
+    .await;
+    let response = app
+        .client
+        .post(app.url("/comments"))
+        .json(&json!({"article_id": "art-1", "text": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(response, 401, "missing_token").await;
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_refuses_reuse_and_in_flight() {
+    let app = spawn_with_fixture().await;
+    let body = json!({"article_id": "art-1", "text": "once"});
+    let first = app.post_comment("u1", &body, Some("key-1")).await;
+    assert_eq!(first.status(), 201);
+    assert!(!first.headers().contains_key("idempotency-replayed"));
+    let location = first.headers()["location"].clone();
+    let first_body: Value = first.json().await.unwrap();
+
+    let replay = app.post_comment("u1", &body, Some("key-1")).await;
+    assert_eq!(replay.status(), 201);
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    assert_eq!(replay.headers()["location"], location);
+    assert_eq!(replay.json::<Value>().await.unwrap(), first_body);
+    assert_eq!(app.count("SELECT count(*) FROM comments").await, 1);
+
+    let other_body = json!({"article_id": "art-1", "text": "twice"});
+    assert_problem(
+        app.post_comment("u1", &other_body, Some("key-1")).await,
+        422,
+        "idempotency_key_reused",
+    )
+    .await;
+    // Keys are per caller: another caller's same key is a new request.
+    assert_eq!(
+        app.post_comment("u2", &body, Some("key-1")).await.status(),
+        201
+    );
+    assert_eq!(app.count("SELECT count(*) FROM comments").await, 2);
+
+    // A request that failed validation stores nothing: the key stays free.
+    let bad = json!({"article_id": "nope", "text": "x"});
+    assert_problem(
+        app.post_comment("u1", &bad, Some("key-2")).await,
+        422,
+        "unknown_article",
+    )
+    .await;
+    assert_eq!(
+        app.post_comment(
+            "u1",
+            &json!({"article_id": "art-2", "text": "x"}),
+            Some("key-2")
+        )
+        .await
+        .status(),
+        201
+    );
+
+    // While another request holds the key (its transaction is open), a repeat is 409.
+    let admin = app.admin().await;
+    let mut holder = admin.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(news_service::idempotency::lock_key("u1", "key-3"))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    assert_problem(
+        app.post_comment("u1", &body, Some("key-3")).await,
+        409,
+        "idempotency_key_in_use",
+    )
+    .await;
+    holder.rollback().await.unwrap();
+    assert_eq!(
+        app.post_comment("u1", &body, Some("key-3")).await.status(),
+        201
+    );
+
+    let long_key = "k".repeat(256);
+    for bad_key in ["", long_key.as_str(), "with space"] {
+        assert_problem(
+            app.post_comment("u1", &body, Some(bad_key)).await,
+            400,
+            "invalid_idempotency_key",
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_repeats_of_one_key_create_one_comment() {
+    let app = spawn_with_fixture().await;
+    let body = json!({"article_id": "art-1", "text": "race"});
+    let responses = futures_util::future::join_all(
+        (0..10).map(|_| app.post_comment("u1", &body, Some("race-key"))),
+    )
+    .await;
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 409),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&201));
+    assert_eq!(app.count("SELECT count(*) FROM comments").await, 1);
+}

@@ -1,0 +1,13 @@
+//! news-service integration tests: real Postgres (a throwaway cluster per test process, a fresh
+//! database per test) and real HTTP against the service on port 0.
+#![allow(clippy::unwrap_used)]
+
+mod articles;
+mod commands;
+mod comments;
+mod directory;
+mod engagement;
+mod health;
+mod helpers;
+mod me;
+mod schema;
