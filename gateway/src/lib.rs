@@ -1,1 +1,240 @@
-//! placeholder
+//! gateway: the front door of the system.
+//!
+//! It owns the edge: the route table of which endpoints need a token, token verification (through
+//! shared-auth, with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB
+//! body limit, and proxying `/v1/lingo/*` and `/v1/news/*` to the services' replicas with streamed
+//! bodies, cooldowns, readiness probes and the failure answers of API.md section 5. It owns no data
+//! and must never answer a `/v1` request itself beyond refusing it: the services decide every
+//! success, and they verify the forwarded `Authorization` header again themselves.
+
+pub mod auth;
+pub mod config;
+pub mod edge;
+pub mod metrics;
+pub mod ops;
+pub mod proxy;
+pub mod ratelimit;
+pub mod routes;
+pub mod upstream;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::FromRef;
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::routing::get;
+use shared_auth::Verifier;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::auth::EdgeAuth;
+use crate::config::GatewayConfig;
+use crate::metrics::Metrics;
+use crate::proxy::Proxy;
+use crate::ratelimit::RateLimiter;
+use crate::routes::Group;
+use crate::upstream::UpstreamGroup;
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub auth: Arc<EdgeAuth>,
+    pub limiter: Option<Arc<RateLimiter>>,
+    pub proxy: Arc<Proxy>,
+    pub lingo: Arc<UpstreamGroup>,
+    pub news: Arc<UpstreamGroup>,
+    pub metrics: Arc<Metrics>,
+    /// The pooled client used for proxying and probing.
+    pub client: reqwest::Client,
+}
+
+impl AppState {
+    pub fn group(&self, group: Group) -> &UpstreamGroup {
+        match group {
+            Group::Lingo => &self.lingo,
+            Group::News => &self.news,
+        }
+    }
+}
+
+impl FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(state: &AppState) -> Self {
+        state.metrics.clone()
+    }
+}
+
+/// A gateway bound to its listener, ready to serve.
+pub struct Application {
+    listener: TcpListener,
+    port: u16,
+    router: Router,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Application {
+    /// Binds the listener (port 0 picks a free one), loads the keys and starts the readiness
+    /// probes.
+    pub async fn build(config: GatewayConfig) -> anyhow::Result<Self> {
+        let verifier = Verifier::from_config(&config.auth)
+            .await
+            .context("auth configuration")?;
+        let metrics = Arc::new(Metrics::new());
+        let client = proxy::build_client(config.connect_timeout()).context("HTTP client")?;
+        let lingo = Arc::new(UpstreamGroup::new(
+            Group::Lingo,
+            &config.lingo_upstreams.0,
+            config.cooldown(),
+        ));
+        let news = Arc::new(UpstreamGroup::new(
+            Group::News,
+            &config.news_upstreams.0,
+            config.cooldown(),
+        ));
+        let limiter = config.rate_limit_enabled.then(|| {
+            Arc::new(RateLimiter::new(
+                Duration::from_secs(config.rate_limit_window_secs),
+                config.rate_limit_reads,
+                config.rate_limit_writes,
+            ))
+        });
+        let state = AppState {
+            auth: Arc::new(EdgeAuth::new(
+                verifier,
+                config.token_cache_capacity,
+                metrics.clone(),
+            )),
+            limiter,
+            proxy: Arc::new(Proxy::new(
+                client.clone(),
+                config.upstream_timeout(),
+                metrics.clone(),
+            )),
+            lingo: lingo.clone(),
+            news: news.clone(),
+            metrics,
+            client: client.clone(),
+        };
+        let router = router(state, cors_layer(&config.cors_allowed_origins.0)?);
+        let probes = tokio::spawn(upstream::probe_forever(
+            vec![lingo, news],
+            client,
+            config.probe_interval(),
+        ));
+
+        let listener = TcpListener::bind(&config.listen_addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
+        let port = listener.local_addr()?.port();
+        tracing::info!(addr = %listener.local_addr()?, "gateway listening");
+        Ok(Self {
+            listener,
+            port,
+            router,
+            background: vec![probes],
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then drains in-flight requests.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.run_until(shared_auth::telemetry::shutdown_signal())
+            .await
+    }
+
+    /// Serves until `shutdown` resolves: from then on no new connection is accepted, and the
+    /// call returns once the requests in flight are answered.
+    pub async fn run_until<F>(self, shutdown: F) -> std::io::Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let result = axum::serve(self.listener, service)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        for task in self.background {
+            task.abort();
+        }
+        result
+    }
+}
+
+fn router(state: AppState, cors: Option<CorsLayer>) -> Router {
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(metrics::handler))
+        .fallback(edge::handler)
+        .layer(tower::util::option_layer(cors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::track,
+        ))
+        .layer(axum::middleware::from_fn(
+            shared_auth::request_id::request_context,
+        ))
+        .with_state(state)
+}
+
+/// CORS for the configured origins (`*` allows any); `None` when the list is empty.
+fn cors_layer(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let values = origins
+            .iter()
+            .map(|o| HeaderValue::from_str(o).with_context(|| format!("bad CORS origin {o:?}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        AllowOrigin::list(values)
+    };
+    let name = HeaderName::from_static;
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([
+                Method::GET,
+                Method::HEAD,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
+            ])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::IF_NONE_MATCH,
+                name("idempotency-key"),
+                name("x-request-id"),
+                name("traceparent"),
+            ])
+            .expose_headers([
+                header::LOCATION,
+                header::ETAG,
+                header::RETRY_AFTER,
+                header::WWW_AUTHENTICATE,
+                name("x-request-id"),
+                name("idempotency-replayed"),
+                name("ratelimit-limit"),
+                name("ratelimit-remaining"),
+                name("ratelimit-reset"),
+            ])
+            .max_age(Duration::from_secs(600)),
+    ))
+}

@@ -1,1 +1,56 @@
-fn main() {}
+//! The `gateway` binary: `serve` runs the front door, `mint-token` signs a development token.
+
+use clap::{Parser, Subcommand};
+use gateway::Application;
+use gateway::config::GatewayConfig;
+use shared_auth::mint::{MintArgs, mint};
+use shared_auth::telemetry::{self, LogFormat};
+
+#[derive(Parser)]
+#[command(name = "gateway", version, about = "The front door of lingo and news")]
+struct Cli {
+    /// Log lines for humans or as JSON.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve HTTP until SIGINT or SIGTERM.
+    Serve(Box<GatewayConfig>),
+    /// Print a development token signed with the configured keys.
+    MintToken(Box<MintArgs>),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(config) => {
+            let telemetry = telemetry::init("gateway", cli.log_format);
+            let served = serve(*config).await;
+            if let Err(error) = &served {
+                tracing::error!(
+                    error = format!("{error:#}"),
+                    "gateway stopped with an error"
+                );
+            }
+            telemetry.shutdown();
+            served
+        }
+        Command::MintToken(args) => {
+            println!("{}", mint(&args)?);
+            Ok(())
+        }
+    }
+}
+
+async fn serve(config: GatewayConfig) -> anyhow::Result<()> {
+    Application::build(config)
+        .await?
+        .run_until_stopped()
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Token checks at the edge: the bearer token of a request is verified with shared-auth (through a
+//! bounded cache of recently verified tokens), and the route's [`Access`] decides whether an
+//! anonymous or unscoped caller may pass.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::http::HeaderMap;
+use sha2::{Digest, Sha256};
+use shared_auth::{AuthError, Caller, Verifier, bearer_token};
+
+use crate::metrics::Metrics;
+use crate::routes::Access;
+
+/// A cached caller is re-verified at least this often, so a key removed from the JWKS stops
+/// working within this time even for tokens that live longer.
+const MAX_CACHE_SECS: u64 = 300;
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Recently verified tokens, keyed by the SHA-256 of the token (the token itself is never kept).
+/// Bounded by `capacity`; an entry never outlives its token's `exp`. Only successes are stored.
+pub struct TokenCache {
+    capacity: usize,
+    entries: Mutex<HashMap<[u8; 32], (Caller, u64)>>,
+}
+
+impl TokenCache {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn key(token: &str) -> [u8; 32] {
+        Sha256::digest(token.as_bytes()).into()
+    }
+
+    pub fn get(&self, token: &str, now: u64) -> Option<Caller> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let key = Self::key(token);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        match entries.get(&key) {
+            Some((caller, valid_until)) if *valid_until > now => Some(caller.clone()),
+            Some(_) => {
+                entries.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn insert(&self, token: &str, caller: &Caller, now: u64) {
+        let valid_until = caller.expires_at.min(now + MAX_CACHE_SECS);
+        if self.capacity == 0 || valid_until <= now {
+            return;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() >= self.capacity {
+            entries.retain(|_, (_, until)| *until > now);
+        }
+        if entries.len() >= self.capacity {
+            // Still full of live entries: drop an arbitrary one (HashMap order is randomised).
+            if let Some(victim) = entries.keys().next().copied() {
+                entries.remove(&victim);
+            }
+        }
+        entries.insert(Self::key(token), (caller.clone(), valid_until));
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Verifies tokens for the edge, remembering the good ones.
+pub struct EdgeAuth {
+    verifier: Arc<Verifier>,
+    cache: TokenCache,
+    metrics: Arc<Metrics>,
+}
+
+impl EdgeAuth {
+    pub fn new(verifier: Arc<Verifier>, cache_capacity: usize, metrics: Arc<Metrics>) -> Self {
+        Self {
+            verifier,
+            cache: TokenCache::new(cache_capacity),
+            metrics,
+        }
+    }
+
+    /// The caller named by the request's token: `Ok(None)` without an `Authorization` header,
+    /// an error for a malformed header or an invalid token (on every route: fail closed).
+    pub async fn caller(&self, headers: &HeaderMap) -> Result<Option<Caller>, AuthError> {
+        let Some(token) = bearer_token(headers)? else {
+            return Ok(None);
+        };
+        let now = now_secs();
+        if let Some(caller) = self.cache.get(token, now) {
+            self.metrics.token_cache_hit();
+            return Ok(Some(caller));
+        }
+        self.metrics.token_cache_miss();
+        let caller = self.verifier.verify(token).await?;
+        self.cache.insert(token, &caller, now);
+        Ok(Some(caller))
+    }
+}
+
+/// Whether `caller` may use an endpoint with `access`.
+pub fn authorize(access: Access, caller: Option<&Caller>) -> Result<(), AuthError> {
+    match (access, caller) {
+        (Access::Optional, _) => Ok(()),
+        (Access::Required | Access::Scoped(_), None) => Err(AuthError::MissingToken),
+        (Access::Required, Some(_)) => Ok(()),
+        (Access::Scoped(scope), Some(caller)) => caller.require_scope(scope),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    fn caller(expires_at: u64) -> Caller {
+        Caller {
+            sub: "ada".into(),
+            scopes: HashSet::new(),
+            expires_at,
+        }
+    }
+
+    #[test]
+    fn entries_never_outlive_the_token() {
+        let cache = TokenCache::new(10);
+        cache.insert("t", &caller(1_000), 900);
+        assert!(cache.get("t", 999).is_some());
+        assert!(cache.get("t", 1_000).is_none());
+        assert!(cache.is_empty(), "an expired entry is dropped when seen");
+        cache.insert("old", &caller(1_000), 1_000);
+        assert!(cache.is_empty(), "an already expired token is not stored");
+    }
+
+    #[test]
+    fn long_lived_tokens_are_reverified_after_the_cap() {
+        let cache = TokenCache::new(10);
+        cache.insert("t", &caller(1_000_000), 0);
+        assert!(cache.get("t", MAX_CACHE_SECS - 1).is_some());
+        assert!(cache.get("t", MAX_CACHE_SECS).is_none());
+    }
+
+    #[test]
+    fn the_cache_stays_within_capacity() {
+        let cache = TokenCache::new(3);
+        for i in 0..10 {
+            cache.insert(&format!("token-{i}"), &caller(10_000), 0);
+            assert!(cache.len() <= 3);
+        }
+        assert!(
+            cache.get("token-9", 1).is_some(),
+            "the newest entry is kept"
+        );
+        let off = TokenCache::new(0);
+        off.insert("t", &caller(10_000), 0);
+        assert!(off.get("t", 1).is_none());
+    }
+
+    #[test]
+    fn access_rules() {
+        let c = caller(10);
+        assert!(authorize(Access::Optional, None).is_ok());
+        assert_eq!(
+            authorize(Access::Required, None),
+            Err(AuthError::MissingToken)
+        );
+        assert!(authorize(Access::Required, Some(&c)).is_ok());
+        assert_eq!(
+            authorize(Access::Scoped("lingo:analytics"), Some(&c)),
+            Err(AuthError::InsufficientScope("lingo:analytics".into()))
+        );
+        let mut scoped = c.clone();
+        scoped.scopes.insert("lingo:analytics".into());
+        assert!(authorize(Access::Scoped("lingo:analytics"), Some(&scoped)).is_ok());
+    }
+}

@@ -1,0 +1,169 @@
+//! The gateway's configuration, read once from the environment through clap so `gateway serve --help`
+//! documents every variable. Tests build it without clap through [`GatewayConfig::for_tests`].
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use reqwest::Url;
+use shared_auth::AuthConfig;
+
+/// A comma-separated list of upstream base URLs (`http://127.0.0.1:8081,http://127.0.0.1:8082`).
+/// Empty entries are ignored, so an empty variable means "no replica configured".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamUrls(pub Vec<Url>);
+
+impl FromStr for UpstreamUrls {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(parse_base_url)
+            .collect::<Result<Vec<_>, _>>()
+            .map(UpstreamUrls)
+    }
+}
+
+fn parse_base_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!("{text:?} must be an http(s) base URL"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{text:?} must not have a query or fragment"));
+    }
+    Ok(url)
+}
+
+/// A comma-separated list of plain strings (CORS origins); empty entries are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommaList(pub Vec<String>);
+
+impl FromStr for CommaList {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(CommaList(
+            text.split(',')
+                .map(str::trim)
+                .filter(|entry| !entry.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        ))
+    }
+}
+
+/// Everything `gateway serve` reads.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GatewayConfig {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "GATEWAY_LISTEN_ADDR", default_value = "127.0.0.1:8080")]
+    pub listen_addr: String,
+    /// Base URLs of the lingo-service replicas, comma-separated.
+    #[arg(long, env = "LINGO_UPSTREAMS", default_value = "")]
+    pub lingo_upstreams: UpstreamUrls,
+    /// Base URLs of the news-service replicas, comma-separated.
+    #[arg(long, env = "NEWS_UPSTREAMS", default_value = "")]
+    pub news_upstreams: UpstreamUrls,
+    /// Time allowed to open a TCP connection to a replica.
+    #[arg(long, env = "UPSTREAM_CONNECT_TIMEOUT_MS", default_value_t = 1000)]
+    pub upstream_connect_timeout_ms: u64,
+    /// Time allowed from the start of a request until an upstream's response headers (504 after).
+    #[arg(long, env = "UPSTREAM_TIMEOUT_MS", default_value_t = 10_000)]
+    pub upstream_timeout_ms: u64,
+    /// A replica that refused a connection is skipped for this long.
+    #[arg(long, env = "UPSTREAM_COOLDOWN_SECS", default_value_t = 10)]
+    pub upstream_cooldown_secs: u64,
+    /// Interval of the background `/readyz` probe of every replica.
+    #[arg(long, env = "UPSTREAM_PROBE_INTERVAL_SECS", default_value_t = 5)]
+    pub upstream_probe_interval_secs: u64,
+    /// Per-caller rate limits on or off.
+    #[arg(long, env = "RATE_LIMIT_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rate_limit_enabled: bool,
+    /// Length of a rate-limit window.
+    #[arg(long, env = "RATE_LIMIT_WINDOW_SECS", default_value_t = 10)]
+    pub rate_limit_window_secs: u64,
+    /// Reads (GET, HEAD, OPTIONS) a caller may make per window.
+    #[arg(long, env = "RATE_LIMIT_READS", default_value_t = 300)]
+    pub rate_limit_reads: u32,
+    /// Writes (every other method) a caller may make per window.
+    #[arg(long, env = "RATE_LIMIT_WRITES", default_value_t = 20)]
+    pub rate_limit_writes: u32,
+    /// Origins allowed by CORS, comma-separated; empty turns CORS off.
+    #[arg(long, env = "CORS_ALLOWED_ORIGINS", default_value = "")]
+    pub cors_allowed_origins: CommaList,
+    /// How many verified tokens are remembered (0 turns the cache off).
+    #[arg(long, env = "TOKEN_CACHE_CAPACITY", default_value_t = 10_000)]
+    pub token_cache_capacity: usize,
+    #[command(flatten)]
+    pub auth: AuthConfig,
+}
+
+impl GatewayConfig {
+    /// The defaults of the flags, on port 0 of 127.0.0.1, with the test HS256 secret of
+    /// `shared_auth::testing` and the given upstream base URLs. Panics on a bad URL (tests only).
+    pub fn for_tests(lingo_upstreams: &[String], news_upstreams: &[String]) -> Self {
+        let urls = |list: &[String]| {
+            list.join(",")
+                .parse::<UpstreamUrls>()
+                .unwrap_or_else(|e| panic!("bad upstream URL in a test: {e}"))
+        };
+        Self {
+            listen_addr: "127.0.0.1:0".into(),
+            lingo_upstreams: urls(lingo_upstreams),
+            news_upstreams: urls(news_upstreams),
+            upstream_connect_timeout_ms: 1000,
+            upstream_timeout_ms: 10_000,
+            upstream_cooldown_secs: 10,
+            upstream_probe_interval_secs: 5,
+            rate_limit_enabled: true,
+            rate_limit_window_secs: 10,
+            rate_limit_reads: 300,
+            rate_limit_writes: 20,
+            cors_allowed_origins: CommaList::default(),
+            token_cache_capacity: 10_000,
+            // Same secret as shared_auth::testing::TEST_SECRET, so its `token(sub)` works.
+            auth: AuthConfig::hs256("test-secret-that-is-long-enough-for-hs256"),
+        }
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.upstream_connect_timeout_ms.max(1))
+    }
+
+    pub fn upstream_timeout(&self) -> Duration {
+        Duration::from_millis(self.upstream_timeout_ms.max(1))
+    }
+
+    pub fn cooldown(&self) -> Duration {
+        Duration::from_secs(self.upstream_cooldown_secs)
+    }
+
+    pub fn probe_interval(&self) -> Duration {
+        Duration::from_secs(self.upstream_probe_interval_secs.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_lists_skip_blanks_and_reject_non_http() {
+        assert_eq!("".parse::<UpstreamUrls>(), Ok(UpstreamUrls(vec![])));
+        let two: UpstreamUrls = "http://a:1, http://b:2/,".parse().expect("two URLs");
+        assert_eq!(two.0.len(), 2);
+        assert!("ftp://a".parse::<UpstreamUrls>().is_err());
+        assert!("not a url".parse::<UpstreamUrls>().is_err());
+        assert!("http://a:1/?x=1".parse::<UpstreamUrls>().is_err());
+    }
+
+    #[test]
+    fn origins_are_trimmed() {
+        let list: CommaList = " https://a.example ,,https://b.example"
+            .parse()
+            .expect("infallible");
+        assert_eq!(list.0, vec!["https://a.example", "https://b.example"]);
+    }
+}

@@ -1,0 +1,74 @@
+//! The handler of every `/v1/lingo/*` and `/v1/news/*` request: route, authenticate, rate-limit,
+//! authorize, then proxy. Everything refused here never reaches an upstream.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use shared_auth::Problem;
+
+use crate::AppState;
+use crate::auth::authorize;
+use crate::proxy::{Outgoing, upstream_headers};
+use crate::ratelimit::{Budget, Decision};
+use crate::routes;
+
+pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
+    let mut decision = None;
+    let mut response = serve(&state, request, &mut decision)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    if let Some(decision) = decision {
+        decision.apply(response.headers_mut());
+    }
+    response
+}
+
+async fn serve(
+    state: &AppState,
+    request: Request,
+    decision: &mut Option<Decision>,
+) -> Result<Response, Problem> {
+    let client_ip = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
+    let (parts, body) = request.into_parts();
+    let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
+    let path_and_query = routes::normalize(&parts.uri).ok_or_else(not_found)?;
+    let route = routes::classify(&path_and_query, &parts.method).ok_or_else(not_found)?;
+
+    let caller = state.auth.caller(&parts.headers).await;
+    if let Some(limiter) = &state.limiter {
+        // Callers with a valid token are limited by identity, everyone else (invalid tokens
+        // included, so guessing costs budget) by address.
+        let key = match &caller {
+            Ok(Some(caller)) => format!("sub:{}", caller.sub),
+            _ => format!("ip:{client_ip}"),
+        };
+        let outcome = limiter.check(&key, Budget::of(&parts.method), Instant::now());
+        *decision = Some(outcome);
+        if !outcome.allowed {
+            return Err(outcome.problem());
+        }
+    }
+    let caller = caller?;
+    authorize(route.access, caller.as_ref())?;
+
+    let mut headers = upstream_headers(&parts.headers, client_ip);
+    // With tracing installed, the service's span becomes a child of this request's span (itself a
+    // child of the client's `traceparent`); without it the client's `traceparent` goes on as is.
+    shared_auth::telemetry::inject_context(&tracing::Span::current(), &mut headers);
+    let outgoing = Outgoing {
+        method: parts.method.clone(),
+        path_and_query,
+        headers,
+        body,
+    };
+    state
+        .proxy
+        .forward(state.group(route.group), outgoing)
+        .await
+}

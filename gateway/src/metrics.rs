@@ -1,0 +1,244 @@
+//! `/metrics`: request counts by route group, method and status, a latency histogram, upstream
+//! errors by kind, requests in flight and token-cache hits, in the Prometheus / OpenMetrics text
+//! format. One registry per [`crate::Application`], so several gateways can run in one test process.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use shared_auth::Problem;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    group: &'static str,
+    method: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamErrorLabels {
+    group: &'static str,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    result: &'static str,
+}
+
+type HistogramFamily = Family<GroupLabels, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily,
+    upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    in_flight: Gauge,
+    token_cache: Family<CacheLabels, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~16 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("gateway");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
+        let in_flight = Gauge::default();
+        let token_cache = Family::<CacheLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by route group, method and status",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time until the response headers, by route group",
+            latency.clone(),
+        );
+        registry.register(
+            "upstream_errors",
+            "Failed upstream attempts, by group and kind",
+            upstream_errors.clone(),
+        );
+        registry.register(
+            "in_flight_requests",
+            "Requests being handled",
+            in_flight.clone(),
+        );
+        registry.register(
+            "token_cache",
+            "Token verifications answered from the cache (hit) or not (miss)",
+            token_cache.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            upstream_errors,
+            in_flight,
+            token_cache,
+        }
+    }
+
+    pub fn token_cache_hit(&self) {
+        self.token_cache
+            .get_or_create(&CacheLabels { result: "hit" })
+            .inc();
+    }
+
+    pub fn token_cache_miss(&self) {
+        self.token_cache
+            .get_or_create(&CacheLabels { result: "miss" })
+            .inc();
+    }
+
+    /// One failed attempt at an upstream: `connect`, `timeout`, `reset`, `body`.
+    pub fn upstream_error(&self, group: &'static str, kind: &'static str) {
+        self.upstream_errors
+            .get_or_create(&UpstreamErrorLabels { group, kind })
+            .inc();
+    }
+
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+/// The label of a path: `lingo`, `news`, or `gateway` for the gateway's own routes (and 404s).
+fn route_group(path: &str) -> &'static str {
+    let matches = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if matches("/v1/lingo") {
+        "lingo"
+    } else if matches("/v1/news") {
+        "news"
+    } else {
+        "gateway"
+    }
+}
+
+/// A fixed label set for methods, so clients cannot grow the metric's cardinality.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// Decrements the in-flight gauge even when the request future is dropped (client gone).
+struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Middleware counting every request (mounted inside `request_context`, so statuses are final).
+pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+    let group = route_group(request.uri().path());
+    let method = method_label(request.method());
+    metrics.in_flight.inc();
+    let guard = InFlight(metrics.in_flight.clone());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    drop(guard);
+    metrics
+        .latency
+        .get_or_create(&GroupLabels { group })
+        .observe(started.elapsed().as_secs_f64());
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            group,
+            method,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}
+
+/// `GET /metrics`.
+pub async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.render() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "cannot render metrics");
+            Problem::internal().into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_follow_the_prefix_exactly() {
+        assert_eq!(route_group("/v1/lingo"), "lingo");
+        assert_eq!(route_group("/v1/lingo/me/xp"), "lingo");
+        assert_eq!(route_group("/v1/news/articles"), "news");
+        assert_eq!(route_group("/v1/newsroom"), "gateway");
+        assert_eq!(route_group("/metrics"), "gateway");
+    }
+
+    #[test]
+    fn renders_counters() {
+        let metrics = Metrics::new();
+        metrics.token_cache_hit();
+        metrics.upstream_error("news", "connect");
+        let text = metrics.render().expect("render");
+        assert!(
+            text.contains("gateway_token_cache_total{result=\"hit\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_upstream_errors_total{group=\"news\",kind=\"connect\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! Upstream groups and their replicas: round-robin selection, a cooldown for replicas that refused
+//! a connection, and a background `/readyz` probe that marks replicas up or down.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+
+use crate::routes::Group;
+
+/// How long a single `/readyz` probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub struct Replica {
+    pub base: Url,
+    /// Set when the replica refused a connection: skipped until then.
+    cooldown_until: Mutex<Option<Instant>>,
+    /// Result of the last `/readyz` probe (up until a probe says otherwise).
+    probe_ok: AtomicBool,
+}
+
+impl Replica {
+    fn new(base: Url) -> Self {
+        Self {
+            base,
+            cooldown_until: Mutex::new(None),
+            probe_ok: AtomicBool::new(true),
+        }
+    }
+
+    fn cooldown_until(&self) -> Option<Instant> {
+        *self
+            .cooldown_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_cooldown(&self, until: Option<Instant>) {
+        *self
+            .cooldown_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = until;
+    }
+
+    fn is_available(&self, now: Instant) -> bool {
+        self.probe_ok.load(Ordering::Relaxed) && self.cooldown_until().is_none_or(|t| t <= now)
+    }
+
+    /// The URL of `path_and_query` (which starts with `/`) on this replica.
+    pub fn url_for(&self, path_and_query: &str) -> Option<Url> {
+        let base = self.base.as_str().trim_end_matches('/');
+        Url::parse(&format!("{base}{path_and_query}")).ok()
+    }
+}
+
+pub struct UpstreamGroup {
+    pub group: Group,
+    pub replicas: Vec<Arc<Replica>>,
+    next: AtomicUsize,
+    cooldown: Duration,
+}
+
+/// Why no replica can be tried right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoReplica {
+    NoneConfigured,
+    /// All replicas are cooling down or failed their probe; retry after this many seconds.
+    AllDown {
+        retry_after_secs: u32,
+    },
+}
+
+impl UpstreamGroup {
+    pub fn new(group: Group, bases: &[Url], cooldown: Duration) -> Self {
+        Self {
+            group,
+            replicas: bases
+                .iter()
+                .cloned()
+                .map(Replica::new)
+                .map(Arc::new)
+                .collect(),
+            next: AtomicUsize::new(0),
+            cooldown,
+        }
+    }
+
+    /// The available replicas in the order to try them: round-robin start, then the others.
+    pub fn candidates(&self, now: Instant) -> Result<Vec<Arc<Replica>>, NoReplica> {
+        let count = self.replicas.len();
+        if count == 0 {
+            return Err(NoReplica::NoneConfigured);
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % count;
+        let ordered: Vec<Arc<Replica>> = (0..count)
+            .map(|i| self.replicas[(start + i) % count].clone())
+            .filter(|replica| replica.is_available(now))
+            .collect();
+        if ordered.is_empty() {
+            return Err(NoReplica::AllDown {
+                retry_after_secs: self.retry_after(now),
+            });
+        }
+        Ok(ordered)
+    }
+
+    /// Seconds until the first cooldown ends (at least 1; the cooldown itself when only probes
+    /// failed, since the next probe may bring a replica back).
+    fn retry_after(&self, now: Instant) -> u32 {
+        let soonest = self
+            .replicas
+            .iter()
+            .filter_map(|r| r.cooldown_until())
+            .filter(|t| *t > now)
+            .map(|t| t.duration_since(now))
+            .min()
+            .unwrap_or(self.cooldown);
+        u32::try_from(soonest.as_secs_f64().ceil() as u64)
+            .unwrap_or(u32::MAX)
+            .max(1)
+    }
+
+    /// A replica refused a connection: skip it for the cooldown.
+    pub fn mark_refused(&self, replica: &Replica, now: Instant) {
+        if !self.cooldown.is_zero() {
+            tracing::warn!(upstream = %replica.base, cooldown_secs = self.cooldown.as_secs(), "replica refused a connection; cooling down");
+            replica.set_cooldown(Some(now + self.cooldown));
+        }
+    }
+
+    /// Probes every replica once; returns whether at least one answered its `/readyz` with 2xx.
+    pub async fn probe(&self, client: &reqwest::Client) -> bool {
+        let probes = self.replicas.iter().map(|replica| async move {
+            let ok = probe_replica(client, replica).await;
+            let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
+            if ok {
+                // A replica that answers again is usable at once, cooldown or not.
+                replica.set_cooldown(None);
+            }
+            if ok != was_ok {
+                tracing::info!(upstream = %replica.base, ready = ok, "replica readiness changed");
+            }
+            ok
+        });
+        futures_util::future::join_all(probes)
+            .await
+            .into_iter()
+            .any(|ok| ok)
+    }
+}
+
+async fn probe_replica(client: &reqwest::Client, replica: &Replica) -> bool {
+    let Some(url) = replica.url_for("/readyz") else {
+        return false;
+    };
+    let request = client.get(url).timeout(PROBE_TIMEOUT).send();
+    matches!(request.await, Ok(response) if response.status().is_success())
+}
+
+/// Probes every group forever, every `interval` (the first probe right away).
+pub async fn probe_forever(
+    groups: Vec<Arc<UpstreamGroup>>,
+    client: reqwest::Client,
+    interval: Duration,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        for group in &groups {
+            group.probe(&client).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(n: usize) -> UpstreamGroup {
+        let bases: Vec<Url> = (0..n)
+            .map(|i| Url::parse(&format!("http://127.0.0.1:{}", 9000 + i)).expect("url"))
+            .collect();
+        UpstreamGroup::new(Group::News, &bases, Duration::from_secs(10))
+    }
+
+    #[test]
+    fn round_robin_rotates_the_first_choice() {
+        let g = group(3);
+        let now = Instant::now();
+        let firsts: Vec<u16> = (0..6)
+            .map(|_| {
+                g.candidates(now).expect("available")[0]
+                    .base
+                    .port()
+                    .expect("port")
+            })
+            .collect();
+        assert_eq!(firsts, vec![9000, 9001, 9002, 9000, 9001, 9002]);
+        assert_eq!(g.candidates(now).expect("available").len(), 3);
+    }
+
+    #[test]
+    fn refused_replicas_cool_down() {
+        let g = group(2);
+        let now = Instant::now();
+        g.mark_refused(&g.replicas[0], now);
+        let left = g.candidates(now).expect("one left");
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].base.port(), Some(9001));
+        g.mark_refused(&g.replicas[1], now + Duration::from_secs(3));
+        assert_eq!(
+            g.candidates(now + Duration::from_secs(4)).err(),
+            Some(NoReplica::AllDown {
+                retry_after_secs: 6
+            })
+        );
+        assert_eq!(
+            g.candidates(now + Duration::from_secs(10))
+                .expect("back")
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn no_replicas_configured() {
+        let g = group(0);
+        assert_eq!(
+            g.candidates(Instant::now()).err(),
+            Some(NoReplica::NoneConfigured)
+        );
+    }
+
+    #[test]
+    fn urls_keep_the_base_path() {
+        let replica = Replica::new(Url::parse("http://h:1/prefix/").expect("url"));
+        let url = replica.url_for("/v1/news/articles?limit=2").expect("url");
+        assert_eq!(url.as_str(), "http://h:1/prefix/v1/news/articles?limit=2");
+    }
+}

@@ -1,0 +1,267 @@
+//! Replicas, cooldowns, probes and the upstream failures of API.md section 5.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use shared_auth::testing::token;
+
+use crate::helpers::{TestGateway, Upstream, config, problem};
+
+/// A port nothing listens on.
+async fn dead_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("http://{addr}")
+}
+
+/// A replica that answers its `/readyz`, but reads any other request and closes the connection
+/// without answering: the request was sent, so it must not be retried elsewhere.
+async fn hang_up_replica() -> (String, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let Ok(n) = socket.read(&mut buffer).await else {
+                    return;
+                };
+                if buffer[..n].starts_with(b"GET /readyz ") {
+                    let ok = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    let _ = socket.write_all(ok.as_bytes()).await;
+                } else if n > 0 {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+                drop(socket);
+            });
+        }
+    });
+    (format!("http://{addr}"), requests)
+}
+
+async fn replica_of(response: reqwest::Response) -> String {
+    assert_eq!(response.status(), 200);
+    let echo: Value = response.json().await.expect("echo");
+    echo["replica"].as_str().expect("replica").to_owned()
+}
+
+#[tokio::test]
+async fn two_replicas_share_traffic_survive_one_dying_and_fail_fast_when_all_are_down() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut news_a = Upstream::start("news-a").await;
+    let mut news_b = Upstream::start("news-b").await;
+    let gateway = TestGateway::start(config(&[&lingo], &[&news_a, &news_b])).await;
+
+    for _ in 0..10 {
+        replica_of(gateway.get("/v1/news/articles").await).await;
+    }
+    assert!(
+        news_a.hits() > 0 && news_b.hits() > 0,
+        "both replicas get traffic"
+    );
+    assert_eq!(news_a.hits() + news_b.hits(), 10);
+
+    news_a.kill().await;
+    for _ in 0..10 {
+        let replica = replica_of(gateway.get("/v1/news/articles").await).await;
+        assert_eq!(replica, "news-b");
+    }
+    // Writes keep working too: the dead replica is never half-sent a request.
+    let response = gateway
+        .client
+        .post(gateway.url("/v1/news/articles/a-1/like"))
+        .bearer_auth(token("ada"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+
+    news_b.kill().await;
+    let started = Instant::now();
+    let response = gateway.get("/v1/news/articles").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let status = response.status().as_u16();
+    assert!(status == 502 || status == 503, "{status}");
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+
+    // Now both are cooling down: 503 with Retry-After, without trying them.
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 503);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!((1..=10).contains(&retry_after), "{retry_after}");
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+
+    // The other group is unaffected.
+    assert_eq!(gateway.get("/v1/lingo/languages").await.status(), 200);
+}
+
+#[tokio::test]
+async fn every_replica_refusing_is_502_and_then_503_during_the_cooldown() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut config = config(&[&lingo], &[]);
+    config.news_upstreams = format!("{},{}", dead_url().await, dead_url().await)
+        .parse()
+        .expect("urls");
+    let gateway = TestGateway::start(config).await;
+
+    // The first request may find the replicas already marked down by the start-up probe.
+    let first = gateway.get("/v1/news/articles").await;
+    let status = first.status().as_u16();
+    assert!(status == 502 || status == 503, "{status}");
+    assert_eq!(problem(first).await["code"], "upstream_unavailable");
+    let second = gateway.get("/v1/news/articles").await;
+    assert_eq!(second.status(), 503);
+    assert!(second.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_on_another_replica_for_any_method() {
+    let lingo = Upstream::start("lingo-1").await;
+    let alive = Upstream::start("news-alive").await;
+    let mut config = config(&[&lingo], &[]);
+    // Probes would mark the dead replica down before any request; make them rare so the
+    // request path itself meets the refusal.
+    config.upstream_probe_interval_secs = 3600;
+    config.news_upstreams = format!("{},{}", dead_url().await, alive.url)
+        .parse()
+        .expect("urls");
+    let gateway = TestGateway::start(config).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..4 {
+        let response = gateway
+            .client
+            .post(gateway.url("/v1/news/comments"))
+            .bearer_auth(token("ada"))
+            .header("content-type", "application/json")
+            .body(r#"{"article_id":"a-1","text":"hi"}"#)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 201);
+        let echo: Value = response.json().await.expect("echo");
+        assert_eq!(echo["body_len"], 32, "the body survives the failed attempt");
+    }
+    assert_eq!(alive.hits(), 4);
+}
+
+#[tokio::test]
+async fn a_replica_failing_its_readiness_probe_gets_no_traffic() {
+    let lingo = Upstream::start("lingo-1").await;
+    let sick = Upstream::start("news-sick").await;
+    let healthy = Upstream::start("news-healthy").await;
+    sick.set_ready(false);
+    let mut config = config(&[&lingo], &[&sick, &healthy]);
+    config.upstream_probe_interval_secs = 1;
+    let gateway = TestGateway::start(config).await;
+    // The background probe runs at start-up and then every second.
+    sick.wait_for_probe_after(0).await;
+    for _ in 0..6 {
+        assert_eq!(
+            replica_of(gateway.get("/v1/news/articles").await).await,
+            "news-healthy"
+        );
+    }
+    assert_eq!(sick.hits(), 0);
+    sick.set_ready(true);
+    sick.wait_for_probe_after(sick.probes()).await;
+    for _ in 0..6 {
+        replica_of(gateway.get("/v1/news/articles").await).await;
+    }
+    assert!(
+        sick.hits() > 0,
+        "a replica that is ready again gets traffic again"
+    );
+}
+
+#[tokio::test]
+async fn no_replica_configured_is_503_with_retry_after() {
+    let lingo = Upstream::start("lingo-1").await;
+    let gateway = TestGateway::start(config(&[&lingo], &[])).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+}
+
+#[tokio::test]
+async fn a_slow_upstream_is_504_at_the_timeout_and_a_sent_post_is_never_retried() {
+    let lingo = Upstream::start("lingo-1").await;
+    let slow_a = Upstream::start("news-a").await;
+    let slow_b = Upstream::start("news-b").await;
+    let mut config = config(&[&lingo], &[&slow_a, &slow_b]);
+    config.upstream_timeout_ms = 300;
+    let gateway = TestGateway::start(config).await;
+
+    let started = Instant::now();
+    let response = gateway.get("/v1/news/articles?sleep_ms=3000").await;
+    let elapsed = started.elapsed();
+    assert_eq!(response.status(), 504);
+    assert_eq!(problem(response).await["code"], "upstream_timeout");
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "answered before the upstream would: {elapsed:?}"
+    );
+
+    let response = gateway
+        .client
+        .post(gateway.url("/v1/news/comments?sleep_ms=1000"))
+        .bearer_auth(token("ada"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 504);
+    // Long enough for any retry to have reached the other replica.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        slow_a.hits() + slow_b.hits(),
+        2,
+        "one GET and one POST, each sent once"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_dropped_after_the_request_was_sent_is_502_without_retry() {
+    let lingo = Upstream::start("lingo-1").await;
+    let (first, first_count) = hang_up_replica().await;
+    let (second, second_count) = hang_up_replica().await;
+    let mut config = config(&[&lingo], &[]);
+    config.news_upstreams = format!("{first},{second}").parse().expect("urls");
+    let gateway = TestGateway::start(config).await;
+
+    let response = gateway
+        .client
+        .post(gateway.url("/v1/news/articles/a-1/like"))
+        .bearer_auth(token("ada"))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    let sent = first_count.load(Ordering::SeqCst) + second_count.load(Ordering::SeqCst);
+    assert_eq!(status, 502, "a reset after sending is a bad gateway");
+    assert_eq!(
+        sent, 1,
+        "the POST reached exactly one replica and was not retried"
+    );
+}

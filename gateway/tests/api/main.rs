@@ -1,0 +1,12 @@
+//! The gateway over real HTTP: in-process gateways (and the real binary where a process boundary
+//! matters) in front of small axum upstreams on port 0.
+#![allow(clippy::unwrap_used)]
+
+mod auth_table;
+mod binary;
+mod failures;
+mod helpers;
+mod lifecycle;
+mod limits;
+mod ops;
+mod routing;

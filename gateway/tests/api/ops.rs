@@ -1,0 +1,170 @@
+//! The gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`) and CORS.
+
+use serde_json::Value;
+use shared_auth::testing::token;
+
+use crate::helpers::{Stack, TestGateway, Upstream, config, problem};
+
+#[tokio::test]
+async fn healthz_answers_while_readyz_follows_the_upstreams() {
+    let stack = Stack::start().await;
+    let health = stack.gateway.get("/healthz").await;
+    assert_eq!(health.status(), 200);
+
+    let ready = stack.gateway.get("/readyz").await;
+    assert_eq!(ready.status(), 200);
+    let body: Value = ready.json().await.expect("json");
+    assert_eq!(body["status"], "ready");
+
+    stack.news.set_ready(false);
+    let not_ready = stack.gateway.get("/readyz").await;
+    assert_eq!(not_ready.status(), 503);
+    assert!(not_ready.headers().contains_key("retry-after"));
+    let body = problem(not_ready).await;
+    assert_eq!(body["code"], "not_ready");
+    assert!(
+        body["detail"].as_str().expect("detail").contains("news"),
+        "{body}"
+    );
+    assert_eq!(stack.gateway.get("/healthz").await.status(), 200);
+    assert_eq!(stack.hits(), 0, "probes are not proxied requests");
+}
+
+#[tokio::test]
+async fn readyz_needs_a_replica_in_every_group() {
+    let lingo = Upstream::start("lingo-1").await;
+    let gateway = TestGateway::start(config(&[&lingo], &[])).await;
+    let response = gateway.get("/readyz").await;
+    assert_eq!(response.status(), 503);
+    let ops_method = gateway
+        .client
+        .post(gateway.url("/healthz"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(ops_method.status(), 405);
+    assert_eq!(problem(ops_method).await["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_latency_upstream_errors_in_flight_and_token_cache() {
+    let stack = Stack::start().await;
+    let gateway = &stack.gateway;
+    let ada = token("ada");
+    for _ in 0..3 {
+        let response = gateway
+            .client
+            .get(gateway.url("/v1/news/me/feed"))
+            .bearer_auth(&ada)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(gateway.get("/v1/lingo/me/xp").await.status(), 401);
+    assert_eq!(gateway.get("/nope").await.status(), 404);
+
+    let response = gateway.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("text");
+    for expected in [
+        r#"gateway_requests_total{group="news",method="GET",status="200"} 3"#,
+        r#"gateway_requests_total{group="lingo",method="GET",status="401"} 1"#,
+        r#"gateway_requests_total{group="gateway",method="GET",status="404"} 1"#,
+        r#"gateway_request_duration_seconds_count{group="news"} 3"#,
+        r#"gateway_token_cache_total{result="miss"} 1"#,
+        r#"gateway_token_cache_total{result="hit"} 2"#,
+        "gateway_in_flight_requests 1",
+        "# TYPE gateway_upstream_errors counter",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn cors_preflight_is_answered_at_the_gateway_for_configured_origins() {
+    let stack = Stack::start_with(|config| {
+        config.cors_allowed_origins = "https://app.example".parse().expect("origins");
+    })
+    .await;
+    let gateway = &stack.gateway;
+    let preflight = gateway
+        .client
+        .request(reqwest::Method::OPTIONS, gateway.url("/v1/news/me/feed"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type",
+        )
+        .send()
+        .await
+        .expect("request");
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    assert_eq!(
+        preflight.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let allowed_headers = preflight.headers()["access-control-allow-headers"]
+        .to_str()
+        .expect("ascii")
+        .to_ascii_lowercase();
+    assert!(
+        allowed_headers.contains("authorization"),
+        "{allowed_headers}"
+    );
+    assert_eq!(stack.hits(), 0, "the preflight never reaches an upstream");
+
+    let stranger = gateway
+        .client
+        .request(reqwest::Method::OPTIONS, gateway.url("/v1/news/articles"))
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "GET")
+        .send()
+        .await
+        .expect("request");
+    assert!(
+        stranger
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+
+    let simple = gateway
+        .client
+        .get(gateway.url("/v1/news/articles"))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(simple.status(), 200);
+    assert_eq!(
+        simple.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let exposed = simple.headers()["access-control-expose-headers"]
+        .to_str()
+        .expect("ascii")
+        .to_ascii_lowercase();
+    assert!(exposed.contains("x-request-id"), "{exposed}");
+}
+
+#[tokio::test]
+async fn without_configured_origins_cors_is_off() {
+    let stack = Stack::start().await;
+    let response = stack
+        .gateway
+        .client
+        .get(stack.gateway.url("/v1/news/articles"))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    assert!(
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+}

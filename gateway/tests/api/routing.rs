@@ -1,0 +1,251 @@
+//! The route table at the edge, and what the gateway sends upstream.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use shared_auth::testing::token;
+
+use crate::helpers::{Stack, problem, raw_request};
+
+/// Every Required endpoint of API.md sections 3 and 4.
+const REQUIRED: &[(&str, &str)] = &[
+    ("GET", "/v1/lingo/me/progress"),
+    ("GET", "/v1/lingo/me/xp"),
+    ("POST", "/v1/lingo/me/study-sessions"),
+    ("GET", "/v1/lingo/me/study-sessions?limit=5"),
+    ("GET", "/v1/lingo/me/study-sessions/0193a1b2"),
+    ("GET", "/v1/lingo/me/recommendations"),
+    ("GET", "/v1/lingo/analytics/progress?limit=10"),
+    ("POST", "/v1/news/articles/a-1/like"),
+    ("DELETE", "/v1/news/articles/a-1/like"),
+    ("POST", "/v1/news/articles/a-1/bookmark"),
+    ("DELETE", "/v1/news/articles/a-1/bookmark"),
+    ("POST", "/v1/news/journalists/j-1/follow"),
+    ("DELETE", "/v1/news/journalists/j-1/follow"),
+    ("POST", "/v1/news/organizations/o-1/follow"),
+    ("DELETE", "/v1/news/organizations/o-1/follow"),
+    ("POST", "/v1/news/comments"),
+    ("GET", "/v1/news/me/bookmarks"),
+    ("GET", "/v1/news/me/following"),
+    ("GET", "/v1/news/me/feed?limit=3"),
+    // Odd spellings of the same endpoints.
+    ("GET", "/v1/news//me/feed"),
+    ("GET", "/v1/news/m%65/feed"),
+];
+
+/// Every Optional endpoint: anonymous requests pass through.
+const OPTIONAL: &[(&str, &str)] = &[
+    ("GET", "/v1/lingo/languages"),
+    ("GET", "/v1/lingo/phrases?language=de&limit=2"),
+    ("GET", "/v1/lingo/phrases/p-1"),
+    ("GET", "/v1/news/articles?limit=2"),
+    ("GET", "/v1/news/articles/a-1"),
+    ("GET", "/v1/news/articles/a-1/comments"),
+    ("GET", "/v1/news/organizations"),
+    ("GET", "/v1/news/journalists?organization_id=o-1"),
+    ("GET", "/v1/news/comments/c-1"),
+];
+
+fn method(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).expect("method")
+}
+
+#[tokio::test]
+async fn required_endpoints_without_a_token_never_reach_an_upstream() {
+    let stack = Stack::start().await;
+    for (verb, path) in REQUIRED {
+        let response = stack
+            .gateway
+            .client
+            .request(method(verb), stack.gateway.url(path))
+            .header("content-type", "application/json")
+            .body(if *verb == "POST" { "{}" } else { "" })
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 401, "{verb} {path}");
+        assert_eq!(
+            problem(response).await["code"],
+            "missing_token",
+            "{verb} {path}"
+        );
+    }
+    assert_eq!(stack.lingo.hits(), 0);
+    assert_eq!(stack.news.hits(), 0);
+
+    // With a token, the same requests go through (the analytics one needs its scope).
+    let bearer = token("ada");
+    for (verb, path) in REQUIRED.iter().filter(|(_, p)| !p.contains("analytics")) {
+        let response = stack
+            .gateway
+            .client
+            .request(method(verb), stack.gateway.url(path))
+            .bearer_auth(&bearer)
+            .send()
+            .await
+            .expect("request");
+        assert!(
+            response.status().is_success(),
+            "{verb} {path}: {}",
+            response.status()
+        );
+    }
+}
+
+#[tokio::test]
+async fn optional_endpoints_pass_anonymous_requests_to_the_right_group() {
+    let stack = Stack::start().await;
+    for (verb, path) in OPTIONAL {
+        let response = stack
+            .gateway
+            .client
+            .request(method(verb), stack.gateway.url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 200, "{verb} {path}");
+        let echo: Value = response.json().await.expect("echo");
+        assert_eq!(echo["path"], *path, "the path and query are sent unchanged");
+        let expected = if path.starts_with("/v1/lingo") {
+            "lingo-1"
+        } else {
+            "news-1"
+        };
+        assert_eq!(echo["replica"], expected, "{path}");
+    }
+    assert_eq!(stack.lingo.hits(), 3);
+    assert_eq!(stack.news.hits(), 6);
+}
+
+#[tokio::test]
+async fn unknown_paths_are_404_problems() {
+    let stack = Stack::start().await;
+    for path in [
+        "/",
+        "/v1",
+        "/v1/other",
+        "/v1/lingox/languages",
+        "/v2/news/articles",
+        "/openapi.json",
+    ] {
+        let response = stack.gateway.get(path).await;
+        assert_eq!(response.status(), 404, "{path}");
+        assert_eq!(problem(response).await["code"], "not_found", "{path}");
+    }
+    assert_eq!(stack.hits(), 0);
+}
+
+#[tokio::test]
+async fn forwarding_headers_are_set_by_the_gateway_and_hop_by_hop_headers_dropped() {
+    let stack = Stack::start().await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let response = stack
+        .gateway
+        .client
+        .get(stack.gateway.url("/v1/news/articles"))
+        .header("x-forwarded-for", "6.6.6.6")
+        .header("x-forwarded-proto", "https")
+        .header("x-forwarded-host", "evil.example")
+        .header("forwarded", "for=6.6.6.6;proto=https")
+        .header("x-real-ip", "6.6.6.6")
+        .header("x-request-id", "client-chosen-id-1")
+        .header("traceparent", traceparent)
+        .header("connection", "x-hop-secret")
+        .header("x-hop-secret", "must not travel")
+        .header("x-end-to-end", "kept")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-request-id"], "client-chosen-id-1");
+    assert!(
+        response.headers().get("x-upstream-only").is_none(),
+        "a header the upstream's Connection names is dropped on the way back"
+    );
+    let echo: Value = response.json().await.expect("echo");
+    let headers = &echo["headers"];
+    assert_eq!(headers["x-forwarded-for"], json!(["127.0.0.1"]));
+    assert_eq!(headers["x-forwarded-proto"], json!(["http"]));
+    assert_eq!(
+        headers["x-forwarded-host"],
+        json!([stack.gateway.addr.to_string()])
+    );
+    assert!(headers.get("forwarded").is_none(), "{headers}");
+    assert!(headers.get("x-real-ip").is_none(), "{headers}");
+    assert!(headers.get("x-hop-secret").is_none(), "{headers}");
+    assert_eq!(headers["x-request-id"], json!(["client-chosen-id-1"]));
+    assert_eq!(headers["traceparent"], json!([traceparent]));
+    assert_eq!(headers["x-end-to-end"], json!(["kept"]));
+    assert_eq!(headers["host"], json!([stack.news.addr.to_string()]));
+}
+
+#[tokio::test]
+async fn a_generated_request_id_is_forwarded_and_returned() {
+    let stack = Stack::start().await;
+    let response = stack.gateway.get("/v1/lingo/languages").await;
+    let id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let echo: Value = response.json().await.expect("echo");
+    assert_eq!(echo["headers"]["x-request-id"], json!([id]));
+}
+
+#[tokio::test]
+async fn request_bodies_reach_the_upstream_whole() {
+    let stack = Stack::start().await;
+    let body = vec![b'x'; 300 * 1024];
+    let response = stack
+        .gateway
+        .client
+        .post(stack.gateway.url("/v1/news/comments"))
+        .bearer_auth(token("ada"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    let echo: Value = response.json().await.expect("echo");
+    assert_eq!(echo["body_len"], 300 * 1024);
+    assert_eq!(echo["headers"]["content-length"], json!(["307200"]));
+
+    // A streamed body of unknown length streams on.
+    let chunks = futures_util::stream::iter(
+        (0..10).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'y'; 10_000]))),
+    );
+    let response = stack
+        .gateway
+        .client
+        .post(stack.gateway.url("/v1/lingo/me/study-sessions"))
+        .bearer_auth(token("ada"))
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    let echo: Value = response.json().await.expect("echo");
+    assert_eq!(echo["body_len"], 100_000);
+}
+
+#[tokio::test]
+async fn dot_segments_cannot_smuggle_a_required_endpoint_past_the_edge() {
+    // reqwest would resolve the dot segments itself, so these go over a raw socket.
+    let stack = Stack::start().await;
+    for path in [
+        "/v1/news/x/../me/feed",
+        "/v1/news/x/%2e%2e/me/feed",
+        "/v1/news/articles/../../lingo/me/xp",
+        "/v1/news/./me/bookmarks",
+    ] {
+        let response = raw_request(stack.gateway.addr, &format!("GET {path} HTTP/1.1\r\n")).await;
+        assert!(response.starts_with("HTTP/1.1 401"), "{path}: {response}");
+        assert!(response.contains("missing_token"), "{path}: {response}");
+    }
+    let response = raw_request(
+        stack.gateway.addr,
+        "GET /v1/news/../../healthz HTTP/1.1\r\n",
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 404"), "{response}");
+    assert_eq!(stack.hits(), 0);
+}
