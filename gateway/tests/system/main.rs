@@ -1,0 +1,275 @@
+//! The whole system in one process: real PostgreSQL, lingo-service and news-service on port 0,
+//! and the gateway in front of them, called over real HTTP the way a client app calls it.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use shared_auth::testing::{TestDatabase, auth_config, token};
+
+/// The running system: the gateway's base URL and the database behind it.
+struct System {
+    gateway: String,
+    client: Client,
+    _db: TestDatabase,
+}
+
+impl System {
+    async fn start() -> Self {
+        let db = TestDatabase::create().await;
+        lingo_service::migrate(&db.url_for("lingo_owner"))
+            .await
+            .unwrap();
+        news_service::migrate(&db.url_for("news_owner"))
+            .await
+            .unwrap();
+        lingo_service::seed(&db.url_for("lingo_pipeline"))
+            .await
+            .unwrap();
+        news_service::seed(&db.url_for("news_pipeline"), 300)
+            .await
+            .unwrap();
+
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let lingo = lingo_service::Application::build(lingo_service::Config::new(
+            any_port,
+            db.url_for("lingo_app"),
+            auth_config(),
+        ))
+        .await
+        .unwrap();
+        let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
+        tokio::spawn(lingo.run_until_stopped());
+
+        let news = news_service::Application::build(news_service::config::ServeConfig::new(
+            db.url_for("news_app"),
+            auth_config(),
+        ))
+        .await
+        .unwrap();
+        let news_url = format!("http://127.0.0.1:{}", news.port());
+        tokio::spawn(news.run_until_stopped());
+
+        let mut config = gateway::config::GatewayConfig::for_tests(&[lingo_url], &[news_url]);
+        config.auth = auth_config();
+        config.rate_limit_enabled = false;
+        let gateway = gateway::Application::build(config).await.unwrap();
+        let gateway_url = format!("http://127.0.0.1:{}", gateway.port());
+        tokio::spawn(gateway.run_until_stopped());
+
+        Self {
+            gateway: gateway_url,
+            client: Client::new(),
+            _db: db,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.gateway)
+    }
+
+    async fn get(&self, path: &str, who: Option<&str>) -> (StatusCode, Value) {
+        let mut request = self.client.get(self.url(path));
+        if let Some(sub) = who {
+            request = request.bearer_auth(token(sub));
+        }
+        into_json(request.send().await.unwrap()).await
+    }
+
+    async fn post(&self, path: &str, who: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.client.post(self.url(path)).bearer_auth(token(who));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        into_json(request.send().await.unwrap()).await
+    }
+}
+
+async fn into_json(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_learner_studies_and_sees_progress_through_the_gateway() {
+    let system = System::start().await;
+
+    let (status, languages) = system.get("/v1/lingo/languages", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(languages["count"].as_u64().unwrap() >= 5);
+    assert_eq!(
+        languages["count"],
+        languages["data"].as_array().unwrap().len()
+    );
+    let code = languages["data"][0]["code"].as_str().unwrap().to_owned();
+
+    let session = json!({"duration_seconds": 600, "phrases_seen": 10, "phrases_correct": 10, "language_code": code});
+    let response = system
+        .client
+        .post(system.url("/v1/lingo/me/study-sessions"))
+        .bearer_auth(token("journey-learner"))
+        .json(&session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    let (_, created) = into_json(response).await;
+    assert_eq!(
+        created["xp_awarded"], 25,
+        "10 + 10 correct + 5 for a perfect session"
+    );
+
+    // The Location header resolves through the gateway.
+    let (status, fetched) = system.get(&location, Some("journey-learner")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(fetched["id"], created["id"]);
+    // Another learner cannot see it.
+    let (status, problem) = system.get(&location, Some("someone-else")).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("study_session_not_found"))
+    );
+
+    let (status, xp) = system.get("/v1/lingo/me/xp", Some("journey-learner")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(xp["total_xp"], 25);
+    assert_eq!(xp["learner_id"], "journey-learner");
+    let (_, progress) = system
+        .get("/v1/lingo/me/progress", Some("journey-learner"))
+        .await;
+    assert_eq!(progress["count"], 1);
+    assert_eq!(progress["current_streak_days"], 1);
+}
+
+#[tokio::test]
+async fn a_reader_likes_comments_and_follows_through_the_gateway() {
+    let system = System::start().await;
+
+    let (status, page) = system.get("/v1/news/articles?limit=2", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["count"], 2);
+    assert!(
+        page["data"][0]["viewer"].is_null(),
+        "anonymous readers get viewer: null"
+    );
+    let article = page["data"][0]["id"].as_str().unwrap().to_owned();
+    let journalist = page["data"][0]["journalist_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (status, liked) = system
+        .post(
+            &format!("/v1/news/articles/{article}/like"),
+            "reader-1",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        liked,
+        json!({"article_id": article, "liked": true, "like_count": 1})
+    );
+
+    let (status, comment) = system
+        .post(
+            "/v1/news/comments",
+            "reader-1",
+            Some(json!({"article_id": article, "text": "  First!  "})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(comment["text"], "First!");
+    let (status, reply) = system
+        .post(
+            "/v1/news/comments",
+            "reader-2",
+            Some(json!({"article_id": article, "text": "Welcome", "parent_id": comment["id"]})),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["depth"].as_u64()),
+        (StatusCode::CREATED, Some(1))
+    );
+
+    let (_, thread) = system
+        .get(&format!("/v1/news/articles/{article}/comments"), None)
+        .await;
+    let ids: Vec<&Value> = thread["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["id"])
+        .collect();
+    assert_eq!(ids, vec![&comment["id"], &reply["id"]]);
+
+    let (_, mine) = system
+        .get(&format!("/v1/news/articles/{article}"), Some("reader-1"))
+        .await;
+    assert_eq!(mine["viewer"]["liked"], true);
+    assert_eq!(mine["comment_count"], 2);
+
+    let (status, _) = system
+        .post(
+            &format!("/v1/news/journalists/{journalist}/follow"),
+            "reader-1",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, feed) = system
+        .get("/v1/news/me/feed?limit=5", Some("reader-1"))
+        .await;
+    assert!(feed["count"].as_u64().unwrap() >= 1);
+    let by_followed = |a: &Value| a["journalist_id"] == journalist.as_str();
+    assert!(feed["data"].as_array().unwrap().iter().all(by_followed));
+}
+
+#[tokio::test]
+async fn the_front_door_refuses_and_identifies_requests() {
+    let system = System::start().await;
+
+    let response = system
+        .client
+        .get(system.url("/v1/lingo/me/xp"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        "Bearer realm=\"lingo-news\""
+    );
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert!(response.headers().contains_key("x-request-id"));
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "missing_token");
+
+    let response = system
+        .client
+        .get(system.url("/v1/news/articles/does-not-exist"))
+        .header("x-request-id", "journey-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(response.headers()["x-request-id"], "journey-123");
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "article_not_found");
+    assert_eq!(
+        problem["request_id"], "journey-123",
+        "the service saw the id the client sent"
+    );
+
+    let (status, problem) = system.get("/v1/elsewhere", None).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+}
