@@ -10,6 +10,7 @@ pub mod claims;
 pub mod extract;
 pub mod json;
 pub mod jwks;
+pub mod metrics;
 pub mod mint;
 pub mod openapi;
 pub mod paging;
