@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod docs;
 pub mod edge;
 pub mod metrics;
 pub mod ops;
@@ -177,6 +178,7 @@ fn router(state: AppState, cors: Option<CorsLayer>) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(metrics::handler))
+        .merge(docs::router())
         .fallback(edge::handler)
         .layer(tower::util::option_layer(cors))
         .layer(axum::middleware::from_fn_with_state(

@@ -15,9 +15,11 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue, global};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
+use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, SdkTracer, SdkTracerProvider};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -58,26 +60,44 @@ fn otlp_configured() -> bool {
     .any(|name| std::env::var(name).is_ok_and(|v| !v.trim().is_empty()))
 }
 
-fn tracer_provider(service_name: &'static str) -> SdkTracerProvider {
+/// Where spans go: the standard OTLP environment variables, or an explicit traces URL (tests).
+enum Export {
+    FromEnvironment,
+    To { traces_url: String, delay: Duration },
+}
+
+fn tracer_provider(service_name: &'static str, export: Export) -> SdkTracerProvider {
     let resource = Resource::builder().with_service_name(service_name).build();
     let mut builder = SdkTracerProvider::builder().with_resource(resource);
-    if otlp_configured() {
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .build();
-        match exporter {
-            Ok(exporter) => {
-                // Exports run on the tokio runtime; the binaries call this from `#[tokio::main]`.
-                let processor =
-                    opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-                        exporter,
-                        opentelemetry_sdk::runtime::Tokio,
-                    )
+    let (exporter, config) = match export {
+        Export::FromEnvironment if !otlp_configured() => return builder.build(),
+        // Reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT and OTEL_BSP_* itself.
+        Export::FromEnvironment => (
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .build(),
+            BatchConfigBuilder::default().build(),
+        ),
+        Export::To { traces_url, delay } => (
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(traces_url)
+                .build(),
+            BatchConfigBuilder::default()
+                .with_scheduled_delay(delay)
+                .build(),
+        ),
+    };
+    match exporter {
+        // Exports run on the tokio runtime; the binaries call this from `#[tokio::main]`.
+        Ok(exporter) => {
+            let processor =
+                BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
+                    .with_batch_config(config)
                     .build();
-                builder = builder.with_span_processor(processor);
-            }
-            Err(error) => eprintln!("OTLP exporter not started: {error}"),
+            builder = builder.with_span_processor(processor);
         }
+        Err(error) => eprintln!("OTLP exporter not started: {error}"),
     }
     builder.build()
 }
@@ -85,8 +105,22 @@ fn tracer_provider(service_name: &'static str) -> SdkTracerProvider {
 /// Installs the global subscriber for `service_name`. `RUST_LOG` filters log lines (default
 /// `info`); spans are exported when OTLP is configured. Must run inside a tokio runtime.
 pub fn init(service_name: &'static str, format: LogFormat) -> Telemetry {
+    install(service_name, format, Export::FromEnvironment)
+}
+
+/// Like [`init`], exporting spans to `traces_url` (an OTLP/HTTP `/v1/traces` URL) every `delay`.
+pub fn init_exporting_to(
+    service_name: &'static str,
+    format: LogFormat,
+    traces_url: String,
+    delay: Duration,
+) -> Telemetry {
+    install(service_name, format, Export::To { traces_url, delay })
+}
+
+fn install(service_name: &'static str, format: LogFormat, export: Export) -> Telemetry {
     global::set_text_map_propagator(TraceContextPropagator::new());
-    let provider = tracer_provider(service_name);
+    let provider = tracer_provider(service_name, export);
     let tracer = provider.tracer(service_name);
     global::set_tracer_provider(provider.clone());
 
