@@ -15,7 +15,7 @@ pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
 const SWAGGER_UI_JS: &[u8] = include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js");
 const SWAGGER_UI_CSS: &[u8] = include_bytes!("../assets/swagger-ui/swagger-ui.css");
 
-const DOCS_HTML: &str = r#"<!doctype html>
+const DOCS_HTML: &str = r##"<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
@@ -36,7 +36,7 @@ const DOCS_HTML: &str = r#"<!doctype html>
   </script>
 </body>
 </html>
-"#;
+"##;
 
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
@@ -54,7 +54,10 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
 
 async fn openapi_json() -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         OPENAPI_JSON,
     )
         .into_response()
@@ -64,7 +67,10 @@ fn asset(content_type: &'static str, bytes: &'static [u8]) -> Response {
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
-            (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600")),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=3600"),
+            ),
         ],
         bytes,
     )
