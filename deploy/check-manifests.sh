@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Checks the deployment files without a Docker engine or a cluster: Kubernetes manifests
+# (kubernetes-validate, strict), docker-compose.yml (Compose Specification schema), the
+# environment each container gets against its binary's --help, the Dockerfile against the
+# workspace, and the cross-references between them. See deploy/check_manifests.py for the list.
+#
+#   deploy/check-manifests.sh                 # binaries from target/debug (cargo build first)
+#   BIN_DIR=target/release deploy/check-manifests.sh
+#
+# Settings (environment):
+#   BIN_DIR        directory holding gateway, lingo-service, news-service
+#                  (default: $CARGO_TARGET_DIR/debug, else target/debug)
+#   K8S_VERSIONS   comma-separated Kubernetes versions to validate against (default 1.37,1.35:
+#                  the newest that kubernetes-validate ships and the oldest upstream-supported minor)
+#   CHECK_VENV     the virtualenv for the pinned tools
+#                  (default ${XDG_CACHE_HOME:-$HOME/.cache}/lingonews-deploy-check-venv)
+#   SKIP_SELF_TEST=1  skip the self-test (the deliberate breaks every check must catch)
+# Exits non-zero on any failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+# Relative paths in BIN_DIR / CARGO_TARGET_DIR are taken from where the script was started.
+bin_dir=$(realpath -m "${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/debug}")
+cd "$root"
+
+k8s_versions=${K8S_VERSIONS:-1.37,1.35}
+venv=${CHECK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lingonews-deploy-check-venv}
+requirements="$root/deploy/check-requirements.txt"
+
+for binary in gateway lingo-service news-service; do
+  if [ ! -x "$bin_dir/$binary" ]; then
+    echo "check-manifests: $bin_dir/$binary is missing: build the workspace first" >&2
+    echo "  (cargo build --locked -p gateway -p lingo-service -p news-service), or set BIN_DIR" >&2
+    exit 1
+  fi
+done
+
+# (Re)create the virtualenv when the pinned requirements change.
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "check-manifests: installing the pinned tools into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+  echo "$want" >"$stamp"
+fi
+
+self_test=(--self-test)
+[ "${SKIP_SELF_TEST:-0}" = 1 ] && self_test=()
+
+# Compose's own parser, when the plugin is installed (it needs no engine for `config`).
+if docker compose version >/dev/null 2>&1; then
+  echo "check-manifests: docker compose config (with .env.example)"
+  docker compose --env-file .env.example -f docker-compose.yml config --quiet
+else
+  echo "check-manifests: docker compose plugin not installed; the JSON schema check below stands in"
+fi
+
+exec "$venv/bin/python" "$root/deploy/check_manifests.py" --root "$root" --bin-dir "$bin_dir" \
+  --k8s-versions "$k8s_versions" "${self_test[@]}"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Prints, as YAML, every Secret the manifests in this directory reference, with fresh random
+# passwords. Nothing secret is committed; create them once per environment:
+#
+#   deploy/k8s/make-secrets.sh | kubectl create -f -
+#
+# `kubectl create`, not `apply`: running it again never replaces a password in use (existing
+# Secrets are refused with AlreadyExists and left alone; missing ones are created). For GitOps,
+# pipe the output into your secret tooling (sealed-secrets, SOPS, ...) instead.
+#
+#   pg-role-<role>     kubernetes.io/basic-auth, one per database role: CloudNativePG sets the
+#                      role's password from it (spec.managed.roles in 20-postgres.yaml)
+#   lingo-db, news-db  the services' database URLs built from the same passwords:
+#                      app-url (primary), read-url (news only: the read replicas), owner-url
+#                      (migrations), pipeline-url (seeding and imports)
+#   lingonews-jwt      hs256-secret: the HS256 token key (skip it when you verify with a JWKS)
+#
+# Not generated: gateway-tls, the Ingress certificate (cert-manager or your CA).
+#
+# Settings (environment): NAMESPACE (lingonews), PG_CLUSTER (lingonews-pg), AUTH_HS256_SECRET (to
+# reuse an existing key instead of a random one).
+set -euo pipefail
+
+namespace=${NAMESPACE:-lingonews}
+cluster=${PG_CLUSTER:-lingonews-pg}
+database=lingonews
+# sslmode=prefer: TLS whenever both ends support it (CloudNativePG serves TLS by default).
+params="sslmode=prefer"
+
+# 32 random bytes, URL-safe base64 without padding: safe inside a URL and a YAML string.
+random_token() { head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
+
+secret_header() { # name type
+  cat <<EOF
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $1
+  namespace: $namespace
+  labels:
+    app.kubernetes.io/part-of: lingonews
+type: $2
+stringData:
+EOF
+}
+
+declare -A password
+for role in lingo_owner lingo_app lingo_pipeline news_owner news_app news_pipeline; do
+  password[$role]=$(random_token)
+  secret_header "pg-role-${role//_/-}" kubernetes.io/basic-auth
+  printf '  username: "%s"\n  password: "%s"\n' "$role" "${password[$role]}"
+done
+
+url() { # role service-suffix
+  printf 'postgres://%s:%s@%s-%s.%s.svc:5432/%s?%s' \
+    "$1" "${password[$1]}" "$cluster" "$2" "$namespace" "$database" "$params"
+}
+
+secret_header lingo-db Opaque
+printf '  app-url: "%s"\n' "$(url lingo_app rw)"
+printf '  owner-url: "%s"\n' "$(url lingo_owner rw)"
+printf '  pipeline-url: "%s"\n' "$(url lingo_pipeline rw)"
+
+secret_header news-db Opaque
+printf '  app-url: "%s"\n' "$(url news_app rw)"
+printf '  read-url: "%s"\n' "$(url news_app ro)"
+printf '  owner-url: "%s"\n' "$(url news_owner rw)"
+printf '  pipeline-url: "%s"\n' "$(url news_pipeline rw)"
+
+secret_header lingonews-jwt Opaque
+printf '  hs256-secret: "%s"\n' "${AUTH_HS256_SECRET:-$(random_token)}"
