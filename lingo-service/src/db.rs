@@ -31,6 +31,13 @@ pub async fn connect_one(url: &str) -> Result<PgConnection, sqlx::Error> {
     PgConnection::connect_with(&connect_options(url)?).await
 }
 
+/// Whether `text` can be compared with a Postgres `text` column. Postgres text cannot hold NUL,
+/// so such a value names nothing in the database; binding it would fail the whole query
+/// (SQLSTATE 22021) and turn a client's typo into a 500.
+pub fn is_storable(text: &str) -> bool {
+    !text.contains('\0')
+}
+
 /// Applies the migrations of `migrations/` as the schema owner (`lingo_owner`).
 pub async fn migrate(owner_url: &str) -> anyhow::Result<()> {
     let mut connection = connect_one(owner_url).await?;

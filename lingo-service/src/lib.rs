@@ -14,6 +14,7 @@ pub mod db;
 pub mod domain;
 pub mod error;
 pub mod idempotency;
+pub mod openapi;
 pub mod routes;
 pub mod seed;
 pub mod time;
@@ -34,6 +35,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use config::Config;
 pub use db::migrate;
 pub use error::{Error, Result};
+pub use openapi::openapi;
 pub use seed::{SeedSummary, seed, seed_with};
 
 /// Request bodies are small JSON objects (API.md: at most 16 KiB at the services).

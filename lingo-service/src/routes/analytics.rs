@@ -12,7 +12,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
 use sqlx::{PgPool, Postgres, QueryBuilder};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::db::is_storable;
+use crate::openapi::{PROBLEM, ProblemDocument};
 use crate::routes::progress::{LanguageProgress, TOTALS_COLUMNS, TotalsRow};
 use crate::{AppState, Result};
 
@@ -51,7 +54,8 @@ impl Cursor {
     pub fn decode(text: &str) -> Option<Self> {
         let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
         let cursor: Self = serde_json::from_slice(&bytes).ok()?;
-        cursor.updated_at().map(|_| cursor)
+        let storable = is_storable(&cursor.learner_id) && is_storable(&cursor.language_code);
+        (storable && cursor.updated_at().is_some()).then_some(cursor)
     }
 
     pub fn updated_at(&self) -> Option<DateTime<Utc>> {
@@ -59,26 +63,49 @@ impl Cursor {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// One learner's counters in one language.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LearnerProgress {
     pub learner_id: String,
     #[serde(flatten)]
     pub progress: LanguageProgress,
+    /// Last change of these counters.
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "data": [{
+        "learner_id": "demo-learner", "language_code": "es", "sessions": 3,
+        "total_duration_seconds": 1800, "phrases_seen": 40, "phrases_correct": 31,
+        "accuracy": 0.775, "xp": 71, "first_studied_at": "2026-11-19T08:00:00Z",
+        "last_studied_at": "2026-11-21T09:30:00Z", "updated_at": "2026-11-21T09:30:00Z"
+    }],
+    "count": 1,
+    "next_cursor": null
+}))]
 pub struct Export {
+    /// Ordered by `(updated_at, learner_id, language_code)`.
     pub data: Vec<LearnerProgress>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
     pub count: usize,
+    /// Pass as `cursor` to continue; null at the end.
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ExportQuery {
+    /// Only rows changed at or after this instant (RFC 3339).
+    #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
     updated_since: Option<String>,
+    /// The `next_cursor` of the previous page (opaque); anything else is 400 `invalid_cursor`.
+    #[param(min_length = 1)]
     cursor: Option<String>,
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
 }
 
@@ -87,6 +114,21 @@ fn invalid_cursor() -> Problem {
         .with_detail("cursor is not a next_cursor of this endpoint")
 }
 
+/// Every learner's per-language progress, for analytics tools (scope `lingo:analytics`).
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/analytics/progress",
+    operation_id = "lingo_export_progress",
+    tag = "lingo-analytics",
+    params(ExportQuery),
+    security(("bearer" = ["lingo:analytics"])),
+    responses(
+        (status = 200, description = "One page of learner progress rows, keyset-paged by `next_cursor`", body = Export),
+        (status = 400, description = "`invalid_query`: `limit` or `updated_since` is malformed or out of range; `invalid_cursor`: `cursor` is not a `next_cursor` of this endpoint", body = ProblemDocument, content_type = PROBLEM),
+        (status = 403, description = "`insufficient_scope`: the token lacks the `lingo:analytics` scope", body = ProblemDocument, content_type = PROBLEM,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"lingo-news\", error=\"insufficient_scope\", scope=\"lingo:analytics\"`"))),
+    )
+)]
 async fn export(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
@@ -174,6 +216,7 @@ mod tests {
         let not_json = URL_SAFE_NO_PAD.encode(b"hello");
         let wrong_shape = URL_SAFE_NO_PAD.encode(br#"{"u":"x","l":"a","c":"es"}"#);
         let out_of_range = URL_SAFE_NO_PAD.encode(br#"{"u":9223372036854775807,"l":"a","c":"es"}"#);
+        let nul = URL_SAFE_NO_PAD.encode(br#"{"u":0,"l":"a\u0000b","c":"es"}"#);
         for text in [
             "",
             "!!!",
@@ -181,6 +224,7 @@ mod tests {
             not_json.as_str(),
             wrong_shape.as_str(),
             out_of_range.as_str(),
+            nul.as_str(),
         ] {
             assert_eq!(Cursor::decode(text), None, "{text:?}");
         }

@@ -23,5 +23,8 @@ pub fn router() -> Router<AppState> {
         .merge(study_sessions::router())
         .merge(recommendations::router())
         .merge(analytics::router());
-    Router::new().merge(health::router()).nest(PREFIX, lingo)
+    Router::new()
+        .merge(health::router())
+        .merge(crate::openapi::router())
+        .nest(PREFIX, lingo)
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use shared_auth::RequiredCaller;
 use sqlx::{FromRow, PgPool};
+use utoipa::ToSchema;
 
 use crate::domain::level::{MAX_LEVEL, level_for_xp, level_progress};
 use crate::domain::streak::streaks;
@@ -20,17 +21,25 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Counters of one language, or of all languages together (`totals`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct Counters {
+    #[schema(minimum = 0)]
     pub sessions: i64,
+    #[schema(minimum = 0)]
     pub total_duration_seconds: i64,
+    #[schema(minimum = 0)]
     pub phrases_seen: i64,
+    #[schema(minimum = 0)]
     pub phrases_correct: i64,
     /// `phrases_correct / phrases_seen`; null when nothing was seen.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub accuracy: Option<f64>,
+    #[schema(minimum = 0)]
     pub xp: i64,
+    /// First session (null when there is none).
     #[serde(serialize_with = "crate::time::option::serialize")]
     pub first_studied_at: Option<DateTime<Utc>>,
+    /// Latest session (null when there is none).
     #[serde(serialize_with = "crate::time::option::serialize")]
     pub last_studied_at: Option<DateTime<Utc>>,
 }
@@ -55,7 +64,8 @@ impl Counters {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The caller's counters in one language.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct LanguageProgress {
     pub language_code: String,
     #[serde(flatten)]
@@ -98,16 +108,50 @@ impl From<TotalsRow> for LanguageProgress {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "learner_id": "demo-learner",
+    "data": [{
+        "language_code": "es", "sessions": 3, "total_duration_seconds": 1800,
+        "phrases_seen": 40, "phrases_correct": 31, "accuracy": 0.775, "xp": 71,
+        "first_studied_at": "2026-11-19T08:00:00Z", "last_studied_at": "2026-11-21T09:30:00Z"
+    }],
+    "count": 1,
+    "totals": {
+        "sessions": 3, "total_duration_seconds": 1800, "phrases_seen": 40,
+        "phrases_correct": 31, "accuracy": 0.775, "xp": 71,
+        "first_studied_at": "2026-11-19T08:00:00Z", "last_studied_at": "2026-11-21T09:30:00Z"
+    },
+    "current_streak_days": 3,
+    "longest_streak_days": 3
+}))]
 pub struct Progress {
     pub learner_id: String,
+    /// One entry per language studied, ordered by `language_code`.
     pub data: Vec<LanguageProgress>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
     pub count: usize,
+    /// The same counters over all languages.
     pub totals: Counters,
+    /// Consecutive UTC days with a session, ending today or yesterday.
+    #[schema(minimum = 0)]
     pub current_streak_days: i64,
+    #[schema(minimum = 0)]
     pub longest_streak_days: i64,
 }
 
+/// The caller's study progress per language and in total.
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/me/progress",
+    operation_id = "lingo_get_my_progress",
+    tag = "lingo",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The caller's progress; zeros and empty `data` before the first session", body = Progress),
+    )
+)]
 async fn progress(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
@@ -149,26 +193,55 @@ async fn progress(
     }))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "learner_id": "demo-learner", "total_xp": 71, "level": 2, "level_floor_xp": 60,
+    "next_level_xp": 120, "xp_to_next_level": 49, "max_level": 25,
+    "by_language": [{"language_code": "es", "xp": 71, "level": 2}]
+}))]
 pub struct Xp {
     pub learner_id: String,
+    #[schema(minimum = 0)]
     pub total_xp: i64,
+    #[schema(minimum = 1, maximum = 25)]
     pub level: i64,
+    /// XP at which the current level starts.
+    #[schema(minimum = 0)]
     pub level_floor_xp: i64,
+    /// XP at which the next level starts; null at the maximum level.
+    #[schema(minimum = 0)]
     pub next_level_xp: Option<i64>,
+    /// 0 at the maximum level.
+    #[schema(minimum = 0)]
     pub xp_to_next_level: i64,
+    /// Always 25.
+    #[schema(minimum = 25, maximum = 25)]
     pub max_level: i64,
+    /// Ordered by `language_code`.
     pub by_language: Vec<LanguageXp>,
 }
 
-#[derive(Debug, Serialize, FromRow)]
+#[derive(Debug, Serialize, FromRow, ToSchema)]
 pub struct LanguageXp {
     pub language_code: String,
+    #[schema(minimum = 0)]
     pub xp: i64,
     #[sqlx(skip)]
+    #[schema(minimum = 1, maximum = 25)]
     pub level: i64,
 }
 
+/// The caller's XP and level, in total and per language.
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/me/xp",
+    operation_id = "lingo_get_my_xp",
+    tag = "lingo",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The caller's XP and level", body = Xp),
+    )
+)]
 async fn xp(RequiredCaller(caller): RequiredCaller, State(db): State<PgPool>) -> Result<Json<Xp>> {
     let mut by_language = sqlx::query_as::<_, LanguageXp>(
         "SELECT language_code, xp FROM learner_language_totals \

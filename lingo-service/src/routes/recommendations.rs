@@ -7,7 +7,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{Page, Paging, Query, RequiredCaller};
 use sqlx::{FromRow, PgPool};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::openapi::{PROBLEM, ProblemDocument};
 use crate::routes::phrases::{PHRASE_ITEM_COLUMNS, PhraseItem, PhraseRow};
 use crate::{AppState, Result};
 
@@ -15,10 +17,20 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/me/recommendations", get(list))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "phrase": {
+        "id": "ph-es-001", "text": "Buenos días", "language_code": "es", "translation_count": 5,
+        "stats": {"view_count": 120, "learner_count": 14, "accuracy": 0.82}
+    },
+    "score": 0.93,
+    "generated_at": "2026-11-21T06:00:00Z"
+}))]
 pub struct Recommendation {
     pub phrase: PhraseItem,
+    /// The pipeline's score; higher is better.
     pub score: f64,
+    /// When the pipeline computed this recommendation.
     #[serde(serialize_with = "crate::time::serialize")]
     pub generated_at: DateTime<Utc>,
 }
@@ -31,12 +43,30 @@ struct RecommendationRow {
     generated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Items to skip.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
     offset: Option<i64>,
 }
 
+/// Phrases the pipeline recommends the caller study next, best first.
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/me/recommendations",
+    operation_id = "lingo_list_my_recommendations",
+    tag = "lingo",
+    params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One page of recommendations, highest `score` first", body = Page<Recommendation>),
+        (status = 400, description = "`invalid_query`: `limit` or `offset` is not an integer or out of range", body = ProblemDocument, content_type = PROBLEM),
+    )
+)]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,

@@ -1,5 +1,6 @@
 //! `POST /v1/lingo/me/study-sessions` and the caller's session list and single session.
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -9,11 +10,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{FieldError, Page, Paging, Problem, Query, RequiredCaller};
 use sqlx::{FromRow, PgConnection, PgPool};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::domain::level::level_for_xp;
 use crate::domain::xp::session_xp;
 use crate::idempotency::{self, Begin};
+use crate::openapi::{PROBLEM, ProblemDocument};
 use crate::routes::{PREFIX, languages};
 use crate::{AppState, Result};
 
@@ -26,14 +29,25 @@ pub fn router() -> Router<AppState> {
 pub const MAX_DURATION_SECONDS: i64 = 86_400;
 pub const MAX_PHRASES_SEEN: i64 = 10_000;
 
-/// The request body. Wide integer types so that out-of-range numbers reach [`validate`] and get
-/// a precise message instead of a type error.
-#[derive(Debug, Deserialize, Serialize)]
+/// A finished study session of the caller.
+// Wide integer types so that out-of-range numbers reach [`validate`] and get a precise message
+// instead of a type error.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "duration_seconds": 600, "phrases_seen": 12, "phrases_correct": 10, "language_code": "es"
+}))]
 pub struct StudySessionInput {
+    /// Length of the session in seconds.
+    #[schema(minimum = 1, maximum = 86400)]
     pub duration_seconds: i64,
+    #[schema(minimum = 0, maximum = 10000)]
     pub phrases_seen: i64,
+    /// At most `phrases_seen` (422 `validation_failed` otherwise).
+    #[schema(minimum = 0, maximum = 10000)]
     pub phrases_correct: i64,
+    /// A `code` of `GET /v1/lingo/languages` (422 `unknown_language` otherwise).
+    #[schema(example = "es")]
     pub language_code: String,
 }
 
@@ -67,13 +81,24 @@ pub fn validate(input: &StudySessionInput) -> std::result::Result<(), Problem> {
     }
 }
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
+#[schema(example = json!({
+    "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "language_code": "es",
+    "duration_seconds": 600, "phrases_seen": 12, "phrases_correct": 10, "xp_awarded": 20,
+    "created_at": "2026-11-21T09:30:00Z"
+}))]
 pub struct StudySession {
+    /// UUIDv7 made by the service.
     pub id: Uuid,
     pub language_code: String,
+    #[schema(minimum = 1, maximum = 86400)]
     pub duration_seconds: i32,
+    #[schema(minimum = 0, maximum = 10000)]
     pub phrases_seen: i32,
+    #[schema(minimum = 0, maximum = 10000)]
     pub phrases_correct: i32,
+    /// 0 when nothing was seen, else `10 + phrases_correct` (+5 for a perfect session of 5 or more).
+    #[schema(minimum = 0)]
     pub xp_awarded: i32,
     #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
@@ -82,12 +107,22 @@ pub struct StudySession {
 const SESSION_COLUMNS: &str =
     "id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, created_at";
 
-#[derive(Debug, Serialize)]
+/// The new session with the learner's totals after it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "language_code": "es",
+    "duration_seconds": 600, "phrases_seen": 12, "phrases_correct": 10, "xp_awarded": 20,
+    "created_at": "2026-11-21T09:30:00Z", "total_xp": 71, "level": 2, "leveled_up": true
+}))]
 pub struct StudySessionCreated {
     #[serde(flatten)]
     pub session: StudySession,
+    /// The learner's XP over all languages, this session included.
+    #[schema(minimum = 0)]
     pub total_xp: i64,
+    #[schema(minimum = 1, maximum = 25)]
     pub level: i64,
+    /// Whether this session raised the learner's level.
     pub leveled_up: bool,
 }
 
@@ -95,6 +130,35 @@ pub fn location(id: Uuid) -> String {
     format!("{PREFIX}/me/study-sessions/{id}")
 }
 
+/// Records a study session of the caller and awards its XP.
+#[utoipa::path(
+    post,
+    path = "/v1/lingo/me/study-sessions",
+    operation_id = "lingo_create_study_session",
+    tag = "lingo",
+    params(
+        ("Idempotency-Key" = Option<String>, Header,
+         description = "1 to 255 visible ASCII characters, scoped to the caller and kept 24 h. \
+                        A repeat with the same body replays the first answer (with \
+                        `Idempotency-Replayed: true`) and changes nothing.",
+         nullable = false, min_length = 1, max_length = 255, pattern = r"^[\x21-\x7E]+$"),
+    ),
+    request_body(content = StudySessionInput, content_type = "application/json", description = "All fields required; any other field is refused"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Recorded (or, with `Idempotency-Replayed: true`, the replay of the first answer)",
+         body = StudySessionCreated,
+         headers(
+             ("Location" = String, description = "`/v1/lingo/me/study-sessions/{id}` of the new session"),
+             ("Idempotency-Replayed" = String, description = "`true` when this is a replay of an earlier answer to the same `Idempotency-Key`; absent otherwise"),
+         )),
+        (status = 400, description = "`malformed_json`: the body is not JSON; `invalid_idempotency_key`: the `Idempotency-Key` header is malformed or repeated", body = ProblemDocument, content_type = PROBLEM),
+        (status = 409, description = "`idempotency_key_in_use`: a request with this `Idempotency-Key` is still running; retry later", body = ProblemDocument, content_type = PROBLEM),
+        (status = 413, description = "`payload_too_large`: the body exceeds 16 KiB", body = ProblemDocument, content_type = PROBLEM),
+        (status = 415, description = "`unsupported_media_type`: the body is not `application/json`", body = ProblemDocument, content_type = PROBLEM),
+        (status = 422, description = "`validation_failed` (a field is missing, of the wrong type, unknown or out of range; see `errors`), `unknown_language`, or `idempotency_key_reused` (the key was used with another body)", body = ProblemDocument, content_type = PROBLEM),
+    )
+)]
 async fn create(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
@@ -223,12 +287,30 @@ async fn record_session(
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Items to skip.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
     offset: Option<i64>,
 }
 
+/// The caller's study sessions, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/me/study-sessions",
+    operation_id = "lingo_list_my_study_sessions",
+    tag = "lingo",
+    params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One page of the caller's sessions, newest first", body = Page<StudySession>),
+        (status = 400, description = "`invalid_query`: `limit` or `offset` is not an integer or out of range", body = ProblemDocument, content_type = PROBLEM),
+    )
+)]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
@@ -247,16 +329,32 @@ async fn list(
     Ok(Json(Page::from_rows(rows, paging)))
 }
 
+/// One study session of the caller.
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/me/study-sessions/{id}",
+    operation_id = "lingo_get_my_study_session",
+    tag = "lingo",
+    params(("id" = String, Path, description = "The session's id, as in `Location` of `POST /v1/lingo/me/study-sessions`", example = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The session", body = StudySession),
+        (status = 404, description = "`study_session_not_found`: no session with this id, or it is another learner's", body = ProblemDocument, content_type = PROBLEM),
+    )
+)]
 async fn show(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    Path(id): Path<String>,
+    id: std::result::Result<Path<String>, PathRejection>,
 ) -> Result<Json<StudySession>> {
     let not_found = || {
         Problem::not_found("study_session_not_found").with_detail("no study session with this id")
     };
-    // Ids are opaque to clients: one that is not even a UUID is simply not found.
-    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    // Ids are opaque to clients: one that is not even a UUID (or not UTF-8) is simply not found.
+    let id = id
+        .ok()
+        .and_then(|Path(id)| Uuid::parse_str(&id).ok())
+        .ok_or_else(not_found)?;
     let session = sqlx::query_as::<_, StudySession>(&format!(
         "SELECT {SESSION_COLUMNS} FROM study_sessions WHERE id = $1 AND learner_id = $2"
     ))

@@ -8,6 +8,7 @@ mod grants;
 mod health;
 mod helpers;
 mod idempotency;
+mod openapi;
 mod progress;
 mod recommendations;
 mod seed;
