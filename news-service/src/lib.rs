@@ -2,10 +2,11 @@
 //!
 //! It owns the `news` schema: the curated catalogue (organisations, journalists, articles), which
 //! it only reads at run time, and the engagement tables (likes, bookmarks, follows, comments) it
-//! writes. It serves article reads (anonymous ones from a read pool, cacheable), engagement, and
-//! personal lists, plus the `migrate`, `seed` and `import` commands. It must not read any other
-//! service's schema, trust an identity header, or write curated tables as its runtime role: it
-//! verifies every token itself through shared-auth.
+//! writes. It serves article reads (anonymous ones from a read pool, cacheable), engagement,
+//! personal lists and its own OpenAPI 3.1 document (`openapi()`, at `/v1/news/openapi.json`),
+//! plus the `migrate`, `seed` and `import` commands. It must not read any other service's
+//! schema, trust an identity header, or write curated tables as its runtime role: it verifies
+//! every token itself through shared-auth.
 
 pub mod cache;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod domain;
 pub mod error;
 pub mod idempotency;
 pub mod import;
+pub mod openapi;
 pub mod routes;
 pub mod seed;
 
@@ -23,6 +25,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::routing::get;
 use shared_auth::Verifier;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -31,6 +34,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use config::ServeConfig;
 pub use db::migrate;
 pub use import::{ImportSummary, import};
+pub use openapi::openapi;
 pub use seed::seed;
 
 /// Request bodies are at most 16 KiB at the services (API.md section 1).
@@ -70,7 +74,8 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::comments::router())
         .merge(routes::engagement::router())
         .merge(routes::directory::router())
-        .merge(routes::me::router());
+        .merge(routes::me::router())
+        .route("/openapi.json", get(openapi::serve));
     Router::new()
         .nest("/v1/news", api)
         .merge(routes::health::router())

@@ -7,8 +7,15 @@ use uuid::Uuid;
 pub const MAX_TEXT_CHARS: usize = 10_000;
 pub const MAX_DEPTH: i16 = 10;
 
-/// The text to store: trimmed, non-empty, at most 10,000 characters (characters, not bytes).
+/// The text to store: trimmed, non-empty, at most 10,000 characters (characters, not bytes), and
+/// free of U+0000 (which Postgres `text` cannot hold).
 pub fn validate_text(text: &str) -> Result<String, FieldError> {
+    if text.contains('\0') {
+        return Err(FieldError::new(
+            "text",
+            "must not contain the NUL character (U+0000)",
+        ));
+    }
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err(FieldError::new("text", "must not be empty"));
@@ -63,7 +70,7 @@ mod tests {
 
     #[test]
     fn text_rules() {
-        let table: [(String, Result<String, &str>); 7] = [
+        let table: [(String, Result<String, &str>); 9] = [
             ("hello".into(), Ok("hello".into())),
             ("  padded \n".into(), Ok("padded".into())),
             (String::new(), Err("must not be empty")),
@@ -72,6 +79,12 @@ mod tests {
             ("a".repeat(10_001), Err("must be at most 10000 characters")),
             // 10,000 two-byte characters are 20,000 bytes but still within the limit.
             ("é".repeat(10_000), Ok("é".repeat(10_000))),
+            (
+                "a\0b".into(),
+                Err("must not contain the NUL character (U+0000)"),
+            ),
+            // U+001C is not white space to Rust (nor to the document's pattern): it is text.
+            ("\u{1c}".into(), Ok("\u{1c}".into())),
         ];
         for (input, expected) in table {
             let got = validate_text(&input).map_err(|e| e.message);

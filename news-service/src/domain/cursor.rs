@@ -7,6 +7,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::ids::can_exist;
+
 /// Which list a cursor belongs to; a cursor of one list is refused by the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ListKind {
@@ -15,6 +17,10 @@ pub enum ListKind {
     #[serde(rename = "f")]
     Feed,
 }
+
+/// The earliest `timestamptz` Postgres can hold (4714-11-24 BC 00:00 UTC) in Unix microseconds;
+/// chrono's latest time is earlier than Postgres' latest, so only this end needs a check.
+const POSTGRES_MIN_MICROS: i64 = -210_866_803_200_000_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,7 +47,11 @@ pub enum CursorError {
 }
 
 impl Cursor {
+    /// The cursor's time, when Postgres can hold it (a forged cursor may name any integer).
     pub fn published_at(&self) -> Option<DateTime<Utc>> {
+        if self.published_at_micros < POSTGRES_MIN_MICROS {
+            return None;
+        }
         DateTime::from_timestamp_micros(self.published_at_micros)
     }
 
@@ -56,7 +66,13 @@ impl Cursor {
             .decode(text.trim_end_matches('='))
             .map_err(|_| CursorError::Undecodable)?;
         let cursor: Self = serde_json::from_slice(&bytes).map_err(|_| CursorError::Undecodable)?;
-        if cursor.published_at().is_none() || cursor.id.is_empty() {
+        let ids = [
+            Some(&cursor.id),
+            cursor.organization_id.as_ref(),
+            cursor.journalist_id.as_ref(),
+        ];
+        let storable = ids.into_iter().flatten().all(|id| can_exist(id));
+        if cursor.published_at().is_none() || cursor.id.is_empty() || !storable {
             return Err(CursorError::Undecodable);
         }
         Ok(cursor)
@@ -110,13 +126,25 @@ mod tests {
 
     #[test]
     fn garbage_does_not_decode() {
-        for text in ["", "!!!", "bm90IGpzb24", "e30", "eyJrIjoieCJ9"] {
+        // Then well-formed cursors whose id holds a NUL, or whose time Postgres cannot hold.
+        let nul = URL_SAFE_NO_PAD.encode(br#"{"k":"a","t":1,"i":"a\u0000"}"#);
+        let ancient = URL_SAFE_NO_PAD.encode(br#"{"k":"a","t":-210866803200000001,"i":"a"}"#);
+        let far = URL_SAFE_NO_PAD.encode(br#"{"k":"a","t":9223372036854775807,"i":"a"}"#);
+        let texts = ["", "!!!", "bm90IGpzb24", "e30", "eyJrIjoieCJ9"];
+        for text in texts.iter().copied().chain([&*nul, &*ancient, &*far]) {
             assert_eq!(
                 Cursor::decode(text),
                 Err(CursorError::Undecodable),
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_earliest_time_postgres_holds_is_still_a_cursor() {
+        let mut c = cursor(None);
+        c.published_at_micros = POSTGRES_MIN_MICROS;
+        assert_eq!(Cursor::decode(&c.encode()), Ok(c));
     }
 
     #[test]

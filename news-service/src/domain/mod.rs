@@ -2,3 +2,4 @@
 
 pub mod comments;
 pub mod cursor;
+pub mod ids;

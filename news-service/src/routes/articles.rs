@@ -10,11 +10,16 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{OptionalCaller, Page, Paging, Problem, Query};
 use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::cache::json_read;
 use crate::domain::cursor::{Cursor, CursorError, ListKind};
+use crate::domain::ids::can_exist;
 use crate::error::Result;
+use crate::openapi::{
+    ArticleNotFound, BadListQuery, BadPath, Internal, NotModified, Unauthorized, Unavailable,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -22,13 +27,15 @@ pub fn router() -> Router<AppState> {
         .route("/articles/{article_id}", get(get_article))
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// An organisation or journalist as an article names it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct Named {
     pub id: String,
     pub name: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// The caller's relation to an article (only for a caller with a valid token).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct ArticleViewer {
     pub liked: bool,
     pub bookmarked: bool,
@@ -36,8 +43,19 @@ pub struct ArticleViewer {
     pub following_organization: bool,
 }
 
-/// `ArticleItem`, or `Article` when `body` is present.
-#[derive(Debug, Clone, Serialize)]
+/// An article in a list (no body). Counts are exact: they equal the rows they count.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "art-000001", "title": "Harbour Council Approves Night Ferry",
+    "summary": "The council voted 7-2 for a trial service.",
+    "url": "https://news.example/articles/art-000001", "published_at": "2026-11-21T09:30:00Z",
+    "organization": {"id": "org-001", "name": "Harbour Herald"},
+    "journalist": {"id": "jrn-0001", "name": "Ada Byrne"},
+    "organization_id": "org-001", "journalist_id": "jrn-0001",
+    "like_count": 12, "bookmark_count": 3, "comment_count": 5,
+    "viewer": {"liked": true, "bookmarked": false, "following_journalist": false,
+               "following_organization": true}
+}))]
 pub struct ArticleItem {
     pub id: String,
     pub title: String,
@@ -48,12 +66,43 @@ pub struct ArticleItem {
     pub journalist: Named,
     pub organization_id: String,
     pub journalist_id: String,
+    #[schema(minimum = 0)]
     pub like_count: i64,
+    #[schema(minimum = 0)]
     pub bookmark_count: i64,
+    /// Every comment of the article, replies included.
+    #[schema(minimum = 0)]
     pub comment_count: i64,
+    /// The caller's relation to the article; null without a token.
+    #[schema(required = true)]
     pub viewer: Option<ArticleViewer>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
+}
+
+/// One article: the list item plus its `body`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Article {
+    #[serde(flatten)]
+    pub item: ArticleItem,
+    pub body: String,
+}
+
+/// A page of articles: offset paging fields plus the keyset `next_cursor`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArticlePage {
+    pub data: Vec<ArticleItem>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
+    pub count: usize,
+    #[schema(minimum = 1, maximum = 100)]
+    pub limit: i64,
+    #[schema(minimum = 0)]
+    pub offset: i64,
+    /// `offset + count` when more items follow an offset page; null at the end and on cursor pages.
+    #[schema(required = true)]
+    pub next_offset: Option<i64>,
+    /// Opaque: pass it as `cursor` to continue the same list and filters; null at the end.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
@@ -75,6 +124,17 @@ pub struct ArticleRow {
     following_journalist: Option<bool>,
     following_organization: Option<bool>,
     body: Option<String>,
+}
+
+impl ArticleRow {
+    /// The row as an `Article`; `None` when it was selected without its body.
+    fn into_article(mut self) -> Option<Article> {
+        let body = self.body.take()?;
+        Some(Article {
+            item: self.into(),
+            body,
+        })
+    }
 }
 
 impl From<ArticleRow> for ArticleItem {
@@ -119,7 +179,6 @@ impl From<ArticleRow> for ArticleItem {
             bookmark_count: row.bookmark_count,
             comment_count: row.comment_count,
             viewer,
-            body: row.body,
         }
     }
 }
@@ -171,6 +230,7 @@ pub struct ListSpec {
     pub organization_id: Option<String>,
     pub journalist_id: Option<String>,
     /// Only articles by journalists or organisations this user follows (`/me/feed`).
+    /// (A caller id comes from a verified token, not from the request line.)
     pub followed_by: Option<String>,
     /// Keyset position: rows strictly after this `(published_at, id)` in list order.
     pub after: Option<(DateTime<Utc>, String)>,
@@ -214,18 +274,20 @@ pub fn list_query(prefix: &str, spec: &ListSpec) -> QueryBuilder<'static, Postgr
     qb
 }
 
-/// A page of a cursor-paged list: the paging fields plus `next_cursor`.
-#[derive(Debug, Serialize)]
-pub struct CursorPage<T> {
-    #[serde(flatten)]
-    pub page: Page<T>,
-    pub next_cursor: Option<String>,
-}
-
 /// Offset or cursor paging of an article list, checked against the contract.
 pub struct ListPaging {
     pub paging: Paging,
     pub cursor: Option<Cursor>,
+}
+
+impl ListSpec {
+    /// Whether a filter names an id no row can have, so the list is empty without a query.
+    fn matches_nothing(&self) -> bool {
+        [&self.organization_id, &self.journalist_id]
+            .into_iter()
+            .flatten()
+            .any(|id| !can_exist(id))
+    }
 }
 
 impl ListPaging {
@@ -259,7 +321,7 @@ pub async fn fetch_cursor_page(
     kind: ListKind,
     mut spec: ListSpec,
     paging: &ListPaging,
-) -> Result<CursorPage<ArticleItem>> {
+) -> Result<ArticlePage> {
     spec.limit = paging.paging.fetch_limit();
     spec.offset = paging.paging.offset;
     if let Some(cursor) = &paging.cursor {
@@ -268,10 +330,14 @@ pub async fn fetch_cursor_page(
             .ok_or_else(|| invalid_cursor(CursorError::Undecodable))?;
         spec.after = Some((published_at, cursor.id.clone()));
     }
-    let rows: Vec<ArticleRow> = list_query("", &spec)
-        .build_query_as()
-        .fetch_all(pool)
-        .await?;
+    let rows: Vec<ArticleRow> = if spec.matches_nothing() {
+        Vec::new()
+    } else {
+        list_query("", &spec)
+            .build_query_as()
+            .fetch_all(pool)
+            .await?
+    };
     let limit = paging.paging.limit as usize;
     let next_cursor = (rows.len() > limit).then(|| {
         let last = &rows[limit - 1];
@@ -289,18 +355,72 @@ pub async fn fetch_cursor_page(
         // A cursor page has no absolute position: continue with `next_cursor`.
         page.next_offset = None;
     }
-    Ok(CursorPage { page, next_cursor })
+    Ok(ArticlePage {
+        data: page.data,
+        count: page.count,
+        limit: page.limit,
+        offset: page.offset,
+        next_offset: page.next_offset,
+        next_cursor,
+    })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only articles of this organisation (an unknown id gives an empty page).
     organization_id: Option<String>,
+    /// Only articles by this journalist (an unknown id gives an empty page).
     journalist_id: Option<String>,
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Items to skip; not together with `cursor`.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
     offset: Option<i64>,
+    /// A `next_cursor` from an earlier page (keyset paging); not together with `offset`. The
+    /// filters given with it must equal the cursor's (those left out are taken from it).
     cursor: Option<String>,
 }
 
+/// List articles, newest `published_at` first (ties by `id` descending).
+///
+/// Anonymous answers are cacheable (`ETag`, `Cache-Control: public, max-age=30`, 304 for a
+/// matching `If-None-Match`); answers to a caller with a valid token are
+/// `Cache-Control: private, no-store` and carry `viewer`.
+#[utoipa::path(
+    get,
+    path = "/v1/news/articles",
+    operation_id = "news_list_articles",
+    tag = "news-articles",
+    params(ListQuery, crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of articles.", body = ArticlePage,
+            links(
+                ("GetArticle" = (operation_id = "news_get_article",
+                    parameters(("article_id" = "$response.body#/data/0/id")))),
+                ("ListComments" = (operation_id = "news_list_comments",
+                    parameters(("article_id" = "$response.body#/data/0/id")))),
+                ("LikeArticle" = (operation_id = "news_like_article",
+                    parameters(("article_id" = "$response.body#/data/0/id")))),
+                ("BookmarkArticle" = (operation_id = "news_bookmark_article",
+                    parameters(("article_id" = "$response.body#/data/0/id")))),
+                ("NextPage" = (operation_id = "news_list_articles",
+                    parameters(("cursor" = "$response.body#/next_cursor")))),
+            ),
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadListQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn list_articles(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
@@ -336,16 +456,42 @@ pub async fn find_article(
     pool: &PgPool,
     id: &str,
     viewer: Option<&str>,
-) -> Result<Option<ArticleItem>> {
+) -> Result<Option<Article>> {
+    if !can_exist(id) {
+        return Ok(None);
+    }
     let mut qb = QueryBuilder::new("");
     push_item_columns(&mut qb, viewer, true);
     qb.push(FROM_ARTICLES)
         .push(" WHERE a.id = ")
         .push_bind(id.to_owned());
     let row: Option<ArticleRow> = qb.build_query_as().fetch_optional(pool).await?;
-    Ok(row.map(ArticleItem::from))
+    Ok(row.and_then(ArticleRow::into_article))
 }
 
+/// One article with its body; cacheable like the list.
+#[utoipa::path(
+    get,
+    path = "/v1/news/articles/{article_id}",
+    operation_id = "news_get_article",
+    tag = "news-articles",
+    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The article.", body = Article,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadPath)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 404, response = inline(ArticleNotFound)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn get_article(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,

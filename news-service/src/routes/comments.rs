@@ -9,13 +9,20 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{Json, OptionalCaller, Page, Paging, Problem, Query, RequiredCaller};
 use sqlx::{FromRow, PgPool, Postgres, Transaction};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::AppState;
 use crate::cache::json_read;
 use crate::domain::comments::{ParentRef, placement, validate_text};
+use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::idempotency::{self, IdempotencyKey, Stored};
+use crate::openapi::{
+    ArticleNotFound, BadCommentRequest, BadPath, BadPathOrQuery, CommentNotFound, CommentRejected,
+    IdempotencyInUse, Internal, NotModified, PageParams, PayloadTooLarge, Unauthorized,
+    Unavailable, UnsupportedMediaType,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -24,24 +31,52 @@ pub fn router() -> Router<AppState> {
         .route("/articles/{article_id}/comments", get(list_comments))
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, FromRow, PartialEq, Eq)]
+/// A comment. `depth` is 0 for a top-level comment and its parent's depth + 1 for a reply.
+#[derive(Debug, Clone, Serialize, Deserialize, FromRow, PartialEq, Eq, ToSchema)]
+#[schema(example = json!({
+    "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "article_id": "art-000001",
+    "parent_id": null, "author_id": "user-42", "text": "A night ferry at last.",
+    "depth": 0, "created_at": "2026-11-21T09:30:00Z"
+}))]
 pub struct Comment {
+    /// A UUIDv7.
     pub id: Uuid,
     pub article_id: String,
+    /// The comment this one replies to; null for a top-level comment.
+    #[schema(required = true)]
     pub parent_id: Option<Uuid>,
+    /// The `sub` of the token that wrote it.
     pub author_id: String,
+    /// Trimmed, 1..=10,000 characters.
     pub text: String,
+    #[schema(minimum = 0, maximum = 10)]
     pub depth: i16,
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+/// A new comment. `text` is trimmed; empty after trimming, or over 10,000 characters, is 422.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CommentInput {
+#[schema(example = json!({"article_id": "art-000001", "text": "A night ferry at last.", "parent_id": null}))]
+pub struct CommentInput {
+    /// An existing article (else 422 `unknown_article`).
+    #[schema(min_length = 1)]
     article_id: String,
+    /// At least one character that is not white space (Unicode `White_Space`, what the server
+    /// trims), at most 10,000 characters, no U+0000. The whole body is limited to 16 KiB, so
+    /// long texts of multi-byte characters can meet 413 first.
+    // The pattern's middle class is exactly what `str::trim` removes (`char::is_whitespace`)
+    // plus U+0000, so the schema and the server agree; a unit test below keeps it so.
+    #[schema(
+        min_length = 1,
+        max_length = 10000,
+        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000][^\u0000]*$"
+    )]
     text: String,
-    /// Absent or null: a top-level comment. Ids are opaque strings, so anything that is not an
-    /// existing comment's id (a non-UUID included) is `unknown_parent`.
+    /// Absent or null: a top-level comment. Else an existing comment of the same article (422
+    /// `unknown_parent` / `parent_article_mismatch`), at depth below 10 (422
+    /// `max_depth_exceeded`). Ids are opaque strings, so anything that is not an existing
+    /// comment's id (a non-UUID included) is `unknown_parent`.
     #[serde(default)]
     parent_id: Option<String>,
 }
@@ -61,6 +96,38 @@ fn created(comment: &Comment) -> Response {
     response
 }
 
+/// Write a comment (or a reply), optionally idempotent with `Idempotency-Key`.
+#[utoipa::path(
+    post,
+    path = "/v1/news/comments",
+    operation_id = "news_create_comment",
+    tag = "news-comments",
+    params(crate::openapi::IdempotencyKeyHeader),
+    request_body = CommentInput,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "The comment was created (or, with `Idempotency-Replayed: true`, \
+            the first answer to this `Idempotency-Key` is replayed).", body = Comment,
+            links(
+                ("GetComment" = (operation_id = "news_get_comment",
+                    parameters(("comment_id" = "$response.body#/id")))),
+                ("ListComments" = (operation_id = "news_list_comments",
+                    parameters(("article_id" = "$response.body#/article_id")))),
+            ),
+            headers(
+                ("Location" = String, description = "`/v1/news/comments/{id}`."),
+                ("Idempotency-Replayed" = String, description = "`true` on a replayed answer; absent otherwise."),
+            )),
+        (status = 400, response = inline(BadCommentRequest)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 409, response = inline(IdempotencyInUse)),
+        (status = 413, response = inline(PayloadTooLarge)),
+        (status = 415, response = inline(UnsupportedMediaType)),
+        (status = 422, response = inline(CommentRejected)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn create_comment(
     State(state): State<AppState>,
     RequiredCaller(caller): RequiredCaller,
@@ -101,8 +168,8 @@ async fn insert_comment(
     input: &CommentInput,
     text: String,
 ) -> Result<Comment> {
-    let article_exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM articles WHERE id = $1)")
+    let article_exists = can_exist(&input.article_id)
+        && sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM articles WHERE id = $1)")
             .bind(&input.article_id)
             .fetch_one(&mut **tx)
             .await?;
@@ -172,6 +239,29 @@ async fn find_parent(
     ))
 }
 
+/// One comment; cacheable like the article reads.
+#[utoipa::path(
+    get,
+    path = "/v1/news/comments/{comment_id}",
+    operation_id = "news_get_comment",
+    tag = "news-comments",
+    params(("comment_id" = String, Path, min_length = 1, description = "A comment id (a UUIDv7; any other string is an unknown comment)."), crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The comment.", body = Comment,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadPath)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 404, response = inline(CommentNotFound)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn get_comment(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
@@ -211,6 +301,30 @@ pub async fn thread_page(pool: &PgPool, article_id: &str, paging: Paging) -> Res
     Ok(Page::from_rows(rows, paging))
 }
 
+/// An article's comments in thread order: each top-level comment oldest first, followed
+/// depth-first by its replies, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/news/articles/{article_id}/comments",
+    operation_id = "news_list_comments",
+    tag = "news-comments",
+    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), PageParams, crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of comments.", body = Page<Comment>,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadPathOrQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 404, response = inline(ArticleNotFound)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn list_comments(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
@@ -219,6 +333,11 @@ async fn list_comments(
     Query(query): Query<PageQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
+    let not_found =
+        || Problem::not_found("article_not_found").with_detail("no article has this id");
+    if !can_exist(&article_id) {
+        return Err(not_found().into());
+    }
     let pool = state.pools.for_reader(caller.is_some());
     let page = thread_page(pool, &article_id, paging).await?;
     if page.count == 0 {
@@ -228,10 +347,41 @@ async fn list_comments(
                 .fetch_one(pool)
                 .await?;
         if !exists {
-            return Err(Problem::not_found("article_not_found")
-                .with_detail("no article has this id")
-                .into());
+            return Err(not_found().into());
         }
     }
     Ok(json_read(&headers, caller.is_some(), &page))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    /// `char::is_whitespace` as regex escapes, consecutive characters joined into ranges.
+    fn whitespace_class() -> String {
+        let chars: Vec<u32> = (0..=u32::from(char::MAX))
+            .filter(|c| char::from_u32(*c).is_some_and(char::is_whitespace))
+            .collect();
+        let mut class = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let mut j = i;
+            while j + 1 < chars.len() && chars[j + 1] == chars[j] + 1 {
+                j += 1;
+            }
+            class.push_str(&format!("\\u{:04X}", chars[i]));
+            if j > i {
+                class.push_str(&format!("-\\u{:04X}", chars[j]));
+            }
+            i = j + 1;
+        }
+        class
+    }
+
+    #[test]
+    fn the_text_pattern_matches_what_the_server_trims() {
+        let schema = serde_json::to_value(super::CommentInput::schema()).expect("serialises");
+        let expected = format!("^[^\\u0000]*[^\\u0000{}][^\\u0000]*$", whitespace_class());
+        assert_eq!(schema["properties"]["text"]["pattern"], expected);
+    }
 }

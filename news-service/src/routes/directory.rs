@@ -9,10 +9,13 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use shared_auth::{OptionalCaller, Page, Paging, Query};
 use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::cache::json_read;
+use crate::domain::ids::can_exist;
 use crate::error::Result;
+use crate::openapi::{BadQuery, Internal, NotModified, PageParams, Unauthorized, Unavailable};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -20,28 +23,45 @@ pub fn router() -> Router<AppState> {
         .route("/journalists", get(list_journalists))
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// Whether the caller follows this organisation or journalist.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct FollowViewer {
     pub following: bool,
 }
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+/// A news organisation.
+#[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
+#[schema(example = json!({
+    "id": "org-001", "name": "Harbour Herald", "url": "https://harbour-herald.example",
+    "follower_count": 21, "viewer": {"following": true}
+}))]
 pub struct Organization {
     pub id: String,
     pub name: String,
     pub url: String,
+    #[schema(minimum = 0)]
     pub follower_count: i64,
+    /// `{following}` for a caller with a valid token; null without one.
     #[sqlx(try_from = "Option<bool>")]
+    #[schema(value_type = Option<FollowViewer>, required = true)]
     pub viewer: Viewer,
 }
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+/// A journalist.
+#[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
+#[schema(example = json!({
+    "id": "jrn-0001", "name": "Ada Byrne", "organization_id": "org-001",
+    "follower_count": 8, "viewer": null
+}))]
 pub struct Journalist {
     pub id: String,
     pub name: String,
     pub organization_id: String,
+    #[schema(minimum = 0)]
     pub follower_count: i64,
+    /// `{following}` for a caller with a valid token; null without one.
     #[sqlx(try_from = "Option<bool>")]
+    #[schema(value_type = Option<FollowViewer>, required = true)]
     pub viewer: Viewer,
 }
 
@@ -158,6 +178,32 @@ struct OrganizationsQuery {
     offset: Option<i64>,
 }
 
+/// Organisations ordered by name; cacheable like the article reads.
+#[utoipa::path(
+    get,
+    path = "/v1/news/organizations",
+    operation_id = "news_list_organizations",
+    tag = "news-directory",
+    params(PageParams, crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of organisations.", body = Page<Organization>,
+            links(
+                ("Follow" = (operation_id = "news_follow_organization",
+                    parameters(("organization_id" = "$response.body#/data/0/id")))),
+            ),
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn list_organizations(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
@@ -175,13 +221,45 @@ async fn list_organizations(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct JournalistsQuery {
+    /// Only journalists of this organisation (an unknown id gives an empty page).
     organization_id: Option<String>,
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Items to skip.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
     offset: Option<i64>,
 }
 
+/// Journalists ordered by name; cacheable like the article reads.
+#[utoipa::path(
+    get,
+    path = "/v1/news/journalists",
+    operation_id = "news_list_journalists",
+    tag = "news-directory",
+    params(JournalistsQuery, crate::openapi::IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of journalists.", body = Page<Journalist>,
+            links(
+                ("Follow" = (operation_id = "news_follow_journalist",
+                    parameters(("journalist_id" = "$response.body#/data/0/id")))),
+            ),
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 304, response = inline(NotModified)),
+        (status = 400, response = inline(BadQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn list_journalists(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
@@ -195,7 +273,10 @@ async fn list_journalists(
         Some(id) => Selection::OfOrganization(id),
         None => Selection::All,
     };
-    let rows = journalists(pool, selection, viewer.as_deref(), Some(paging)).await?;
+    let rows = match selection {
+        Selection::OfOrganization(id) if !can_exist(id) => Vec::new(),
+        _ => journalists(pool, selection, viewer.as_deref(), Some(paging)).await?,
+    };
     Ok(json_read(
         &headers,
         viewer.is_some(),

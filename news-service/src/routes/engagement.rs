@@ -8,22 +8,73 @@ use axum::{Json, Router};
 use serde_json::{Map, Value};
 use shared_auth::{Problem, RequiredCaller};
 use sqlx::PgPool;
+use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::domain::ids::can_exist;
 use crate::error::Result;
+use crate::openapi::{
+    ArticleNotFound, BadPath, Internal, JournalistNotFound, OrganizationNotFound, Unauthorized,
+    Unavailable,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/articles/{id}/like", post(like).delete(unlike))
-        .route("/articles/{id}/bookmark", post(bookmark).delete(unbookmark))
+        .route("/articles/{article_id}/like", post(like).delete(unlike))
         .route(
-            "/journalists/{id}/follow",
+            "/articles/{article_id}/bookmark",
+            post(bookmark).delete(unbookmark),
+        )
+        .route(
+            "/journalists/{journalist_id}/follow",
             post(follow_journalist).delete(unfollow_journalist),
         )
         .route(
-            "/organizations/{id}/follow",
+            "/organizations/{organization_id}/follow",
             post(follow_organization).delete(unfollow_organization),
         )
+}
+
+// The answers `Edge::answer` writes, one per edge kind (documentation of its JSON object).
+
+/// The caller's like of an article and the article's like count.
+#[derive(ToSchema)]
+#[schema(example = json!({"article_id": "art-000001", "liked": true, "like_count": 13}))]
+pub struct LikeState {
+    pub article_id: String,
+    pub liked: bool,
+    #[schema(minimum = 0)]
+    pub like_count: i64,
+}
+
+/// The caller's bookmark of an article and the article's bookmark count.
+#[derive(ToSchema)]
+#[schema(example = json!({"article_id": "art-000001", "bookmarked": true, "bookmark_count": 4}))]
+pub struct BookmarkState {
+    pub article_id: String,
+    pub bookmarked: bool,
+    #[schema(minimum = 0)]
+    pub bookmark_count: i64,
+}
+
+/// Whether the caller follows the journalist, and the journalist's follower count.
+#[derive(ToSchema)]
+#[schema(example = json!({"journalist_id": "jrn-0001", "following": true, "follower_count": 8}))]
+pub struct JournalistFollowState {
+    pub journalist_id: String,
+    pub following: bool,
+    #[schema(minimum = 0)]
+    pub follower_count: i64,
+}
+
+/// Whether the caller follows the organisation, and the organisation's follower count.
+#[derive(ToSchema)]
+#[schema(example = json!({"organization_id": "org-001", "following": true, "follower_count": 21}))]
+pub struct OrganizationFollowState {
+    pub organization_id: String,
+    pub following: bool,
+    #[schema(minimum = 0)]
+    pub follower_count: i64,
 }
 
 /// One kind of engagement edge between a caller and a target. All names are static SQL
@@ -120,7 +171,7 @@ impl Edge {
         on: bool,
     ) -> Result<Json<Value>> {
         let pool = &state.pools.primary;
-        if !self.set(pool, &target, user, on).await? {
+        if !can_exist(&target) || !self.set(pool, &target, user, on).await? {
             return Err(Problem::not_found(self.not_found)
                 .with_detail("no such target")
                 .into());
@@ -135,7 +186,8 @@ impl Edge {
 }
 
 macro_rules! edge_handlers {
-    ($($name:ident => $edge:expr, $on:expr;)*) => {$(
+    ($($(#[$meta:meta])* $name:ident => $edge:expr, $on:expr;)*) => {$(
+        $(#[$meta])*
         async fn $name(
             State(state): State<AppState>,
             RequiredCaller(caller): RequiredCaller,
@@ -147,12 +199,148 @@ macro_rules! edge_handlers {
 }
 
 edge_handlers! {
+    /// Like an article (idempotent: a repeat changes nothing).
+    #[utoipa::path(
+        post,
+        path = "/v1/news/articles/{article_id}/like",
+        operation_id = "news_like_article",
+        tag = "news-engagement",
+        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller likes the article.", body = LikeState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(ArticleNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     like => LIKE, true;
+    /// Remove the caller's like (idempotent).
+    #[utoipa::path(
+        delete,
+        path = "/v1/news/articles/{article_id}/like",
+        operation_id = "news_unlike_article",
+        tag = "news-engagement",
+        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller does not like the article.", body = LikeState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(ArticleNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     unlike => LIKE, false;
+    /// Bookmark an article (idempotent).
+    #[utoipa::path(
+        post,
+        path = "/v1/news/articles/{article_id}/bookmark",
+        operation_id = "news_bookmark_article",
+        tag = "news-engagement",
+        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(ArticleNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     bookmark => BOOKMARK, true;
+    /// Remove the caller's bookmark (idempotent).
+    #[utoipa::path(
+        delete,
+        path = "/v1/news/articles/{article_id}/bookmark",
+        operation_id = "news_unbookmark_article",
+        tag = "news-engagement",
+        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(ArticleNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     unbookmark => BOOKMARK, false;
+    /// Follow a journalist (idempotent).
+    #[utoipa::path(
+        post,
+        path = "/v1/news/journalists/{journalist_id}/follow",
+        operation_id = "news_follow_journalist",
+        tag = "news-engagement",
+        params(("journalist_id" = String, Path, min_length = 1, max_length = 255, example = "jrn-0001", description = "A journalist id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(JournalistNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     follow_journalist => FOLLOW_JOURNALIST, true;
+    /// Stop following a journalist (idempotent).
+    #[utoipa::path(
+        delete,
+        path = "/v1/news/journalists/{journalist_id}/follow",
+        operation_id = "news_unfollow_journalist",
+        tag = "news-engagement",
+        params(("journalist_id" = String, Path, min_length = 1, max_length = 255, example = "jrn-0001", description = "A journalist id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(JournalistNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     unfollow_journalist => FOLLOW_JOURNALIST, false;
+    /// Follow an organisation (idempotent).
+    #[utoipa::path(
+        post,
+        path = "/v1/news/organizations/{organization_id}/follow",
+        operation_id = "news_follow_organization",
+        tag = "news-engagement",
+        params(("organization_id" = String, Path, min_length = 1, max_length = 255, example = "org-001", description = "An organisation id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(OrganizationNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     follow_organization => FOLLOW_ORGANIZATION, true;
+    /// Stop following an organisation (idempotent).
+    #[utoipa::path(
+        delete,
+        path = "/v1/news/organizations/{organization_id}/follow",
+        operation_id = "news_unfollow_organization",
+        tag = "news-engagement",
+        params(("organization_id" = String, Path, min_length = 1, max_length = 255, example = "org-001", description = "An organisation id (opaque, 1..=255 characters).")),
+        security(("bearer" = [])),
+        responses(
+            (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
+            (status = 400, response = inline(BadPath)),
+            (status = 401, response = inline(Unauthorized)),
+            (status = 404, response = inline(OrganizationNotFound)),
+            (status = 500, response = inline(Internal)),
+            (status = 503, response = inline(Unavailable)),
+        )
+    )]
     unfollow_organization => FOLLOW_ORGANIZATION, false;
 }

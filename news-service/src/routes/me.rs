@@ -8,13 +8,15 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use shared_auth::{Page, Paging, Query, RequiredCaller};
 use sqlx::QueryBuilder;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::cache::json_read;
 use crate::domain::cursor::ListKind;
 use crate::error::Result;
+use crate::openapi::{BadListQuery, BadQuery, Internal, PageParams, Unauthorized, Unavailable};
 use crate::routes::articles::{
-    ArticleItem, ArticleRow, ListPaging, ListSpec, fetch_cursor_page, invalid_cursor,
+    ArticleItem, ArticlePage, ArticleRow, ListPaging, ListSpec, fetch_cursor_page, invalid_cursor,
 };
 use crate::routes::directory::{Journalist, Organization, Selection, journalists, organizations};
 
@@ -31,6 +33,26 @@ struct PageQuery {
     offset: Option<i64>,
 }
 
+/// The caller's bookmarked articles, most recently bookmarked first.
+#[utoipa::path(
+    get,
+    path = "/v1/news/me/bookmarks",
+    operation_id = "news_list_my_bookmarks",
+    tag = "news-me",
+    params(PageParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of articles.", body = Page<ArticleItem>,
+            headers(
+                ("Cache-Control" = String, description = "`private, no-store`."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 400, response = inline(BadQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn my_bookmarks(
     State(state): State<AppState>,
     RequiredCaller(caller): RequiredCaller,
@@ -45,12 +67,31 @@ async fn my_bookmarks(
     Ok(json_read(&headers, true, &page))
 }
 
-#[derive(Debug, Serialize)]
-struct Following {
+/// Everything the caller follows, each list ordered by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Following {
     journalists: Vec<Journalist>,
     organizations: Vec<Organization>,
 }
 
+/// The journalists and organisations the caller follows (not paged).
+#[utoipa::path(
+    get,
+    path = "/v1/news/me/following",
+    operation_id = "news_list_my_following",
+    tag = "news-me",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "What the caller follows.", body = Following,
+            headers(
+                ("Cache-Control" = String, description = "`private, no-store`."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn my_following(
     State(state): State<AppState>,
     RequiredCaller(caller): RequiredCaller,
@@ -65,13 +106,39 @@ async fn my_following(
     Ok(json_read(&headers, true, &following))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct FeedQuery {
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Items to skip; not together with `cursor`.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
     offset: Option<i64>,
+    /// A `next_cursor` from an earlier feed page; not together with `offset`.
     cursor: Option<String>,
 }
 
+/// Articles by the journalists or organisations the caller follows, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/news/me/feed",
+    operation_id = "news_list_my_feed",
+    tag = "news-me",
+    params(FeedQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of the feed.", body = ArticlePage,
+            headers(
+                ("Cache-Control" = String, description = "`private, no-store`."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        (status = 400, response = inline(BadListQuery)),
+        (status = 401, response = inline(Unauthorized)),
+        (status = 500, response = inline(Internal)),
+        (status = 503, response = inline(Unavailable)),
+    )
+)]
 async fn my_feed(
     State(state): State<AppState>,
     RequiredCaller(caller): RequiredCaller,

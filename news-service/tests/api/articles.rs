@@ -394,3 +394,54 @@ async fn a_deep_cursor_page_is_an_index_range_scan_without_sort() {
         }
     }
 }
+
+/// Postgres text cannot hold U+0000: an id or filter with it names nothing (404 / empty page),
+/// a comment text with it is 422, never a 500 (found by fuzzing the OpenAPI document).
+#[tokio::test]
+async fn nul_characters_are_unknown_ids_or_invalid_text_not_server_errors() {
+    let app = spawn_with_fixture().await;
+    for user in [None, Some("u1")] {
+        let response = app.get("/articles/art%00", user).await;
+        assert_problem(response, 404, "article_not_found").await;
+        let response = app.get("/articles/%00/comments", user).await;
+        assert_problem(response, 404, "article_not_found").await;
+        for list in [
+            "/articles?organization_id=%00",
+            "/articles?journalist_id=jrn-1%00",
+            "/journalists?organization_id=org-a%00",
+        ] {
+            let page = app.get_json(list, user).await;
+            assert_eq!(page["count"], 0, "{list}");
+        }
+    }
+    for path in [
+        "/articles/art-1%00/like",
+        "/articles/%00/bookmark",
+        "/journalists/%00/follow",
+        "/organizations/org-a%00/follow",
+    ] {
+        let response = app.post(path, "u1").await;
+        assert_eq!(response.status(), 404, "{path}");
+        let response = app.delete(path, "u1").await;
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    let response = app
+        .post_comment(
+            "u1",
+            &json!({"article_id": "art-1", "text": "a\u{0}b"}),
+            None,
+        )
+        .await;
+    let body = assert_problem(response, 422, "validation_failed").await;
+    assert_eq!(body["errors"][0]["field"], "text");
+    let response = app
+        .post_comment(
+            "u1",
+            &json!({"article_id": "art-1\u{0}", "text": "ab"}),
+            None,
+        )
+        .await;
+    assert_problem(response, 422, "unknown_article").await;
+    assert_eq!(app.count("SELECT count(*) FROM comments").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM likes").await, 0);
+}

@@ -10,4 +10,5 @@ mod engagement;
 mod health;
 mod helpers;
 mod me;
+mod openapi;
 mod schema;
