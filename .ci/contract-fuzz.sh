@@ -14,7 +14,7 @@ fi
 token=$(cat "$root/.local/dev-token")
 report=$(mktemp -d)
 set +e
-timeout 1200 "$venv/bin/st" run "http://127.0.0.1:$port/openapi.json" \
+timeout 1200 "$venv/bin/st" --config-file "$root/.ci/schemathesis.toml" run "http://127.0.0.1:$port/openapi.json" \
   --checks all \
   --header "Authorization: Bearer $token" \
   --seed 20261122 \

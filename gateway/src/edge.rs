@@ -57,10 +57,7 @@ async fn serve(
     let caller = caller?;
     authorize(route.access, caller.as_ref())?;
 
-    let mut headers = upstream_headers(&parts.headers, client_ip);
-    // With tracing installed, the service's span becomes a child of this request's span (itself a
-    // child of the client's `traceparent`); without it the client's `traceparent` goes on as is.
-    shared_auth::telemetry::inject_context(&tracing::Span::current(), &mut headers);
+    let headers = upstream_headers(&parts.headers, client_ip);
     let outgoing = Outgoing {
         method: parts.method.clone(),
         path_and_query,

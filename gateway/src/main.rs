@@ -37,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
                     "gateway stopped with an error"
                 );
             }
-            telemetry.shutdown();
+            telemetry.shutdown().await;
             served
         }
         Command::MintToken(args) => {

@@ -15,6 +15,7 @@ use axum::body::HttpBody as _;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use shared_auth::Problem;
+use tracing::Instrument;
 
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, UpstreamGroup};
@@ -94,6 +95,25 @@ pub fn upstream_headers(incoming: &HeaderMap, client_ip: IpAddr) -> HeaderMap {
 
 /// The gateway's HTTP client: pooled keep-alive connections, no redirects followed, no proxy
 /// from the environment, no body timeout (only the time to response headers is bounded).
+/// The client span of one attempt at a replica: the service's server span becomes its child.
+fn attempt_span(method: &Method, group: &str, replica: &impl std::fmt::Display) -> tracing::Span {
+    tracing::info_span!(
+        "upstream",
+        otel.name = %format!("{method} {group}"),
+        otel.kind = "client",
+        server.address = %replica,
+        http.response.status_code = tracing::field::Empty,
+    )
+}
+
+/// The attempt's headers: the request's, with `traceparent` naming the attempt's span. Without
+/// tracing installed the span has no context and the client's `traceparent` goes on unchanged.
+fn headers_for(span: &tracing::Span, headers: &HeaderMap) -> HeaderMap {
+    let mut headers = headers.clone();
+    shared_auth::telemetry::inject_context(span, &mut headers);
+    headers
+}
+
 pub fn build_client(connect_timeout: Duration) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
@@ -234,16 +254,22 @@ impl Proxy {
                 tracing::error!(upstream = %replica.base, "cannot build the upstream URL");
                 return Err(Problem::internal());
             };
+            let span = attempt_span(&request.method, label, &replica.base);
             let mut builder = self
                 .client
                 .request(request.method.clone(), url)
-                .headers(request.headers.clone());
+                .headers(headers_for(&span, &request.headers));
             if has_body {
                 builder = builder.body(body.for_attempt());
             }
-            let outcome = tokio::time::timeout_at(deadline, builder.send()).await;
+            let outcome = tokio::time::timeout_at(deadline, builder.send())
+                .instrument(span.clone())
+                .await;
             let error = match outcome {
-                Ok(Ok(response)) => return Ok(into_response(response)),
+                Ok(Ok(response)) => {
+                    span.record("http.response.status_code", response.status().as_u16());
+                    return Ok(into_response(response));
+                }
                 Ok(Err(error)) => error,
                 Err(_elapsed) => {
                     self.metrics.upstream_error(label, "timeout");

@@ -72,6 +72,6 @@ async fn serve(config: Config, log_format: LogFormat) -> anyhow::Result<()> {
             .await
     }
     .await;
-    telemetry.shutdown();
+    telemetry.shutdown().await;
     served
 }

@@ -3,12 +3,29 @@ use std::process::ExitCode;
 use clap::Parser;
 use news_service::config::{Cli, Command};
 use news_service::{Application, import, migrate, seed};
+use shared_auth::telemetry;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    shared_auth::telemetry::init_logging(cli.log_format);
-    match cli.command {
+    // The server also exports spans (when OTLP is configured), flushed on the way out; the
+    // one-shot commands only log.
+    let spans = match &cli.command {
+        Command::Serve(_) => Some(telemetry::init("news-service", cli.log_format)),
+        _ => {
+            telemetry::init_logging(cli.log_format);
+            None
+        }
+    };
+    let outcome = run(cli.command).await;
+    if let Some(spans) = spans {
+        spans.shutdown().await;
+    }
+    outcome
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Serve(config) => {
             Application::build(config)
                 .await?

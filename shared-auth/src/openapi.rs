@@ -1,8 +1,12 @@
 //! OpenAPI pieces every service document shares: the problem-details schema, the bearer security
 //! scheme, and the merge of the services' documents that the gateway serves.
 
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder};
+use utoipa::openapi::{
+    ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, OpenApiBuilder, Ref, RefOr, Response, Type,
+};
 use utoipa::{Modify, ToSchema};
 
 use crate::problem::FieldError;
@@ -52,7 +56,8 @@ impl Modify for BearerSecurity {
     }
 }
 
-/// The gateway's document: both services' paths and components under one title.
+/// The gateway's document: both services' paths and components under one title, with the
+/// answers only the gateway gives (429, 502, 504) added to every operation.
 pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     let mut merged = OpenApiBuilder::new()
         .info(
@@ -69,5 +74,75 @@ pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     for document in documents {
         merged.merge(document);
     }
+    add_gateway_responses(&mut merged);
     merged
+}
+
+fn problem_response(description: &str, headers: &[(&str, &str)]) -> Response {
+    let mut response = ResponseBuilder::new().description(description).content(
+        "application/problem+json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    );
+    for (name, about) in headers {
+        response = response.header(
+            *name,
+            HeaderBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+                .description(Some(*about))
+                .build(),
+        );
+    }
+    response.build()
+}
+
+fn add_gateway_responses(document: &mut OpenApi) {
+    let gateway_answers = [
+        (
+            "429",
+            problem_response(
+                "`rate_limited`: the caller's read or write budget at the gateway is spent.",
+                &[
+                    ("Retry-After", "Seconds until the budget refills."),
+                    ("RateLimit-Limit", "Requests allowed per window."),
+                    ("RateLimit-Remaining", "Requests left in this window."),
+                    ("RateLimit-Reset", "Seconds until the window resets."),
+                ],
+            ),
+        ),
+        (
+            "502",
+            problem_response(
+                "`upstream_unavailable`: no replica of the service accepted the connection, or it \
+                 closed the connection before answering (gateway).",
+                &[],
+            ),
+        ),
+        (
+            "504",
+            problem_response(
+                "`upstream_timeout`: the service did not answer within the gateway's timeout.",
+                &[],
+            ),
+        ),
+    ];
+    for item in document.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in &gateway_answers {
+                operation
+                    .responses
+                    .responses
+                    .entry((*status).to_owned())
+                    .or_insert_with(|| RefOr::T(response.clone()));
+            }
+        }
+    }
 }

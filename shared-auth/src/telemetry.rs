@@ -44,8 +44,12 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    pub fn shutdown(&self) {
-        if let Err(error) = self.provider.shutdown() {
+    /// Flushes the spans still queued. The flush blocks while the exporter task runs on the
+    /// runtime, so it runs on a blocking thread rather than on a runtime worker.
+    pub async fn shutdown(self) {
+        let provider = self.provider;
+        let flushed = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        if let Ok(Err(error)) = flushed {
             eprintln!("flushing spans failed: {error}");
         }
     }

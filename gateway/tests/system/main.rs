@@ -273,3 +273,53 @@ async fn the_front_door_refuses_and_identifies_requests() {
         (StatusCode::NOT_FOUND, Some("not_found"))
     );
 }
+
+/// The merged document the gateway serves is generated from the services' code; the committed
+/// `openapi.json` must equal it. To refresh it after an API change:
+/// `UPDATE_OPENAPI=1 cargo test -p gateway --test system committed_openapi`.
+#[test]
+fn committed_openapi_document_matches_the_code() {
+    let generated =
+        shared_auth::openapi::merge([lingo_service::openapi(), news_service::openapi()]);
+    let generated = serde_json::to_string_pretty(&generated).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json");
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(path, &generated).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(path).unwrap();
+    assert!(
+        committed == generated,
+        "openapi.json differs from what the code generates; run \
+         UPDATE_OPENAPI=1 cargo test -p gateway --test system committed_openapi"
+    );
+    assert_eq!(
+        gateway::docs::OPENAPI_JSON,
+        committed,
+        "the gateway binary embeds the committed file"
+    );
+}
+
+#[tokio::test]
+async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
+    let system = System::start().await;
+    let (status, document) = system.get("/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.contains_key("/v1/lingo/me/study-sessions"));
+    assert!(paths.contains_key("/v1/news/articles/{article_id}/comments"));
+
+    let page = system.client.get(system.url("/docs")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/docs/swagger-ui-bundle.js") && html.contains("/openapi.json"));
+    for asset in ["/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"] {
+        let response = system.client.get(system.url(asset)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{asset}");
+        assert!(
+            response.bytes().await.unwrap().len() > 10_000,
+            "{asset} is served from the binary"
+        );
+    }
+}

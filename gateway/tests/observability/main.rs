@@ -1,0 +1,275 @@
+//! One trace from the gateway down to SQL: a small OTLP/HTTP receiver collects the spans that the
+//! real gateway binary and an in-process lingo-service export, and the test follows the parent
+//! links from the gateway's client span to the service's server span to a SQL span. Also: every
+//! `/metrics` is valid Prometheus text whose counters move.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use prost::Message;
+use shared_auth::telemetry::{LogFormat, init_exporting_to};
+use shared_auth::testing::{TEST_SECRET, TestDatabase, auth_config, token};
+use tokio::process::{Child, Command};
+
+/// A span as received, with the service that sent it.
+#[derive(Debug, Clone)]
+struct Received {
+    service: String,
+    name: String,
+    kind: i32,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attributes: Vec<(String, String)>,
+}
+
+impl Received {
+    fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+type Spans = Arc<Mutex<Vec<Received>>>;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn text_of(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(AnyValue::StringValue(s)) => s.clone(),
+        Some(AnyValue::IntValue(i)) => i.to_string(),
+        Some(AnyValue::BoolValue(b)) => b.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+async fn receive(State(spans): State<Spans>, body: Bytes) -> &'static str {
+    let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf payload");
+    let mut spans = spans.lock().unwrap();
+    for resource_spans in request.resource_spans {
+        let service = resource_spans
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find(|kv| kv.key == "service.name")
+            .map(|kv| text_of(kv.value.as_ref()))
+            .unwrap_or_default();
+        for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
+            spans.push(Received {
+                service: service.clone(),
+                name: span.name,
+                kind: span.kind,
+                trace_id: hex(&span.trace_id),
+                span_id: hex(&span.span_id),
+                parent_span_id: hex(&span.parent_span_id),
+                attributes: span
+                    .attributes
+                    .iter()
+                    .map(|kv| (kv.key.clone(), text_of(kv.value.as_ref())))
+                    .collect(),
+            });
+        }
+    }
+    ""
+}
+
+async fn start_receiver() -> (String, Spans) {
+    let spans: Spans = Arc::default();
+    let app = Router::new()
+        .route("/v1/traces", post(receive))
+        .with_state(spans.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, spans)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The real gateway binary, exporting to the receiver, in front of `lingo_url`.
+async fn start_gateway(lingo_url: &str, otlp: &str) -> (Child, String) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+        .arg("serve")
+        .env_clear()
+        .env("GATEWAY_LISTEN_ADDR", format!("127.0.0.1:{port}"))
+        .env("LINGO_UPSTREAMS", lingo_url)
+        .env("NEWS_UPSTREAMS", lingo_url)
+        .env("AUTH_HS256_SECRET", TEST_SECRET)
+        .env("RATE_LIMIT_ENABLED", "false")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{url}/healthz")).await.is_err() {
+        assert!(Instant::now() < deadline, "the gateway did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, url)
+}
+
+/// Waits until `found` finds what it looks for in the received spans.
+async fn wait_for<T>(spans: &Spans, what: &str, found: impl Fn(&[Received]) -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(result) = found(&spans.lock().unwrap()) {
+            return result;
+        }
+        if Instant::now() > deadline {
+            let spans = spans.lock().unwrap();
+            let seen: Vec<String> = spans
+                .iter()
+                .map(|s| format!("{}:{}", s.service, s.name))
+                .collect();
+            panic!("never received {what}; spans seen: {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
+    let (otlp, spans) = start_receiver().await;
+    let telemetry = init_exporting_to(
+        "lingo-service",
+        LogFormat::Human,
+        format!("{otlp}/v1/traces"),
+        Duration::from_millis(100),
+    );
+
+    let db = TestDatabase::create().await;
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    let lingo = lingo_service::Application::build(lingo_service::Config::new(
+        any_port,
+        db.url_for("lingo_app"),
+        auth_config(),
+    ))
+    .await
+    .unwrap();
+    let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
+    tokio::spawn(lingo.run_until_stopped());
+    let (_gateway, gateway_url) = start_gateway(&lingo_url, &otlp).await;
+    let client = reqwest::Client::new();
+
+    // A request without a traceparent: the gateway starts the trace.
+    let response = client
+        .get(format!("{gateway_url}/v1/lingo/me/xp"))
+        .bearer_auth(token("traced-learner"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    let (client_span, server_span) = wait_for(
+        &spans,
+        "the service's server span under the gateway's client span",
+        |spans| {
+            spans
+                .iter()
+                .filter(|s| s.service == "gateway" && s.kind == SpanKind::Client as i32)
+                .find_map(|client| {
+                    spans
+                        .iter()
+                        .find(|s| {
+                            s.service == "lingo-service"
+                                && s.kind == SpanKind::Server as i32
+                                && s.parent_span_id == client.span_id
+                        })
+                        .map(|server| (client.clone(), server.clone()))
+                })
+        },
+    )
+    .await;
+    assert_eq!(client_span.trace_id, server_span.trace_id);
+    assert!(
+        server_span.name.contains("/v1/lingo/me/xp"),
+        "{}",
+        server_span.name
+    );
+
+    let sql = wait_for(
+        &spans,
+        "a SQL span under the service's server span",
+        |spans| {
+            spans
+                .iter()
+                .find(|s| {
+                    s.parent_span_id == server_span.span_id
+                        && s.attribute("db.system") == Some("postgresql")
+                })
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(sql.trace_id, server_span.trace_id);
+    assert_eq!(sql.kind, SpanKind::Client as i32);
+    let operation = sql.attribute("db.operation").unwrap();
+    assert!(
+        ["SELECT", "INSERT", "WITH", "UPDATE"].contains(&operation),
+        "{operation}"
+    );
+    // The statement summary has placeholders, never the caller's values.
+    assert!(
+        !sql.attribute("db.query.summary")
+            .unwrap_or_default()
+            .contains("traced-learner")
+    );
+
+    // A request that arrives with a traceparent keeps its trace id end to end.
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = client
+        .get(format!("{gateway_url}/v1/lingo/me/progress"))
+        .bearer_auth(token("traced-learner"))
+        .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let services = wait_for(
+        &spans,
+        "spans of the client's trace from both binaries",
+        |spans| {
+            let of_trace: Vec<&Received> =
+                spans.iter().filter(|s| s.trace_id == trace_id).collect();
+            let both = ["gateway", "lingo-service"]
+                .iter()
+                .all(|service| of_trace.iter().any(|s| s.service == *service));
+            both.then_some(of_trace.len())
+        },
+    )
+    .await;
+    assert!(
+        services >= 3,
+        "gateway request + client spans and the service's spans"
+    );
+    telemetry.shutdown().await;
+}
