@@ -28,6 +28,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use shared_auth::Verifier;
+use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -63,8 +64,10 @@ impl FromRef<AppState> for PgPool {
 /// The whole HTTP surface: `/healthz`, `/readyz` and `/v1/lingo/...`, with the request-id and
 /// problem middleware outermost.
 pub fn app_router(state: AppState) -> Router {
-    routes::router()
-        .fallback(shared_auth::request_id::not_found)
+    let metrics = HttpMetrics::new("lingo", vec![("primary", state.db.clone())]);
+    metrics.spawn_pool_sampler(Duration::from_secs(5));
+    let router = routes::router().fallback(shared_auth::request_id::not_found);
+    shared_auth::metrics::instrument(router, metrics)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .layer(axum::middleware::from_fn(

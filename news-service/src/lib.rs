@@ -22,11 +22,13 @@ pub mod seed;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::routing::get;
 use shared_auth::Verifier;
+use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -76,10 +78,19 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::directory::router())
         .merge(routes::me::router())
         .route("/openapi.json", get(openapi::serve));
-    Router::new()
+    let metrics = HttpMetrics::new(
+        "news",
+        vec![
+            ("primary", state.pools.primary.clone()),
+            ("read", state.pools.read.clone()),
+        ],
+    );
+    metrics.spawn_pool_sampler(Duration::from_secs(5));
+    let router = Router::new()
         .nest("/v1/news", api)
         .merge(routes::health::router())
-        .fallback(shared_auth::request_id::not_found)
+        .fallback(shared_auth::request_id::not_found);
+    shared_auth::metrics::instrument(router, metrics)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .layer(axum::middleware::from_fn(

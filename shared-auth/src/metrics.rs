@@ -200,3 +200,17 @@ pub async fn handler(State(metrics): State<Arc<HttpMetrics>>) -> Response {
         }
     }
 }
+
+/// Mounts `GET /metrics` and the request counter on a service's router (call it after the routes
+/// and the fallback, before the request-context layer, so every answer is counted).
+pub fn instrument<S>(router: axum::Router<S>, metrics: Arc<HttpMetrics>) -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    router
+        .route(
+            "/metrics",
+            axum::routing::get(handler).with_state(metrics.clone()),
+        )
+        .layer(axum::middleware::from_fn_with_state(metrics, track))
+}

@@ -273,3 +273,100 @@ async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
     );
     telemetry.shutdown().await;
 }
+
+/// Parses Prometheus text and returns the sum of the samples of `metric` (all label sets).
+fn total(text: &str, metric: &str) -> f64 {
+    let lines = text.lines().map(|line| Ok(line.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text");
+    scrape
+        .samples
+        .iter()
+        .filter(|sample| sample.metric == metric)
+        .map(|sample| match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+async fn scrape(client: &reqwest::Client, base: &str) -> String {
+    let response = client.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{base}/metrics");
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_metrics_endpoint_is_prometheus_text_whose_counters_move() {
+    let db = TestDatabase::create().await;
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    news_service::migrate(&db.url_for("news_owner"))
+        .await
+        .unwrap();
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    let lingo = lingo_service::Application::build(lingo_service::Config::new(
+        any_port,
+        db.url_for("lingo_app"),
+        auth_config(),
+    ))
+    .await
+    .unwrap();
+    let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
+    tokio::spawn(lingo.run_until_stopped());
+    let news = news_service::Application::build(news_service::config::ServeConfig::new(
+        db.url_for("news_app"),
+        auth_config(),
+    ))
+    .await
+    .unwrap();
+    let news_url = format!("http://127.0.0.1:{}", news.port());
+    tokio::spawn(news.run_until_stopped());
+    let mut config =
+        gateway::config::GatewayConfig::for_tests(&[lingo_url.clone()], &[news_url.clone()]);
+    config.auth = auth_config();
+    let gateway = gateway::Application::build(config).await.unwrap();
+    let gateway_url = format!("http://127.0.0.1:{}", gateway.port());
+    tokio::spawn(gateway.run_until_stopped());
+    let client = reqwest::Client::new();
+
+    let counters = [
+        (gateway_url.as_str(), "gateway_requests_total"),
+        (lingo_url.as_str(), "lingo_http_requests_total"),
+        (news_url.as_str(), "news_http_requests_total"),
+    ];
+    let mut before = Vec::new();
+    for (base, metric) in counters {
+        before.push(total(&scrape(&client, base).await, metric));
+    }
+    for path in [
+        "/v1/lingo/languages",
+        "/v1/news/articles?limit=1",
+        "/v1/news/articles/nope",
+    ] {
+        client
+            .get(format!("{gateway_url}{path}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    for ((base, metric), before) in counters.into_iter().zip(before) {
+        let text = scrape(&client, base).await;
+        let after = total(&text, metric);
+        assert!(
+            after >= before + 1.0,
+            "{metric} did not move: {before} -> {after}"
+        );
+        if base != gateway_url {
+            let service = if base == lingo_url { "lingo" } else { "news" };
+            let connections = total(&text, &format!("{service}_db_pool_connections"));
+            assert!(
+                connections >= 1.0,
+                "{service} pool gauges are exported:\n{text}"
+            );
+            assert!(text.contains(&format!("{service}_http_request_duration_seconds_bucket")));
+        }
+    }
+}
