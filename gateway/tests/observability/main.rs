@@ -324,8 +324,10 @@ async fn every_metrics_endpoint_is_prometheus_text_whose_counters_move() {
     .unwrap();
     let news_url = format!("http://127.0.0.1:{}", news.port());
     tokio::spawn(news.run_until_stopped());
-    let mut config =
-        gateway::config::GatewayConfig::for_tests(&[lingo_url.clone()], &[news_url.clone()]);
+    let mut config = gateway::config::GatewayConfig::for_tests(
+        std::slice::from_ref(&lingo_url),
+        std::slice::from_ref(&news_url),
+    );
     config.auth = auth_config();
     let gateway = gateway::Application::build(config).await.unwrap();
     let gateway_url = format!("http://127.0.0.1:{}", gateway.port());
