@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Load and fault tests against real processes (issue 9). Starts its own stack on spare loopback
+# ports: a throwaway PostgreSQL cluster, lingo-service, two news-service replicas, the gateway, a
+# second gateway whose lingo upstream accepts connections and never answers; then runs
+# deploy/bench/faults.py:
+#   1. mixed traffic through the gateway (reads, likes, comments, study sessions): no 5xx, every
+#      successful write in the database exactly once;
+#   2. PostgreSQL stopped for 5 s mid-run: only 503 problems, no hang, no crash, the services
+#      recover by themselves within 5 s of PostgreSQL returning;
+#   3. an upstream that stops answering: 504 at the gateway's timeout, other routes keep serving;
+#   4. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
+# Exits non-zero when any property fails. Everything it starts is stopped on exit.
+#
+# Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2 minutes)
+# Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: six ports from
+# it), PG_PORT (55460), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+mode=full
+case "${1:-}" in
+  --short) mode=short ;;
+  "") ;;
+  *) die "usage: $0 [--short]" ;;
+esac
+PROFILE=${PROFILE:-debug}
+base=${FAULTS_PORT_BASE:-19300}
+PG_PORT=${PG_PORT:-55460}
+GATEWAY_PORT=$base GATEWAY2_PORT=$((base + 1)) LINGO_PORT=$((base + 2))
+NEWS1_PORT=$((base + 3)) NEWS2_PORT=$((base + 4)) HOLE_PORT=$((base + 5))
+ARTICLES=2000
+if [ "$mode" = short ]; then
+  durations=(--mixed-secs 20 --outage-before-secs 4 --outage-after-secs 8 --kill-secs 15)
+else
+  durations=(--mixed-secs 60 --outage-before-secs 10 --outage-after-secs 20 --kill-secs 30)
+fi
+
+for port in "$GATEWAY_PORT" "$GATEWAY2_PORT" "$LINGO_PORT" "$NEWS1_PORT" "$NEWS2_PORT" "$HOLE_PORT" "$PG_PORT"; do
+  port_in_use "$port" && die "port $port is in use (set FAULTS_PORT_BASE / PG_PORT)"
+done
+
+state=$(mktemp -d /tmp/lingonews-faults.XXXXXX)
+chmod 755 "$state"   # the postgres user must reach the cluster inside it
+logs="$state/logs"; mkdir -p "$logs"; chmod 777 "$logs"
+pg_data="$state/pgdata"
+failed=1
+cleanup() {
+  trap - INT TERM EXIT
+  stop_spawned
+  pg_stop "$pg_data"
+  if [ "$failed" = 1 ]; then
+    for log in "$logs"/*.log; do
+      [ -f "$log" ] || continue
+      printf '\n--- last lines of %s\n' "$(basename "$log")" >&2
+      tail -n 6 "$log" >&2
+    done
+  fi
+  rm -rf "$state"
+}
+trap cleanup INT TERM EXIT
+
+say "building the binaries ($PROFILE)"
+build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
+[ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked -q "${build_flags[@]}" -p gateway -p lingo-service -p news-service)
+bin="$(target_dir)/$PROFILE"
+need_venv aiohttp:aiohttp
+
+say "PostgreSQL on 127.0.0.1:$PG_PORT (throwaway cluster in $pg_data)"
+pg_start "$pg_data" "$PG_PORT"
+db_bootstrap "$PG_PORT"
+export_db_env
+export AUTH_ALGORITHMS=HS256 AUTH_ISSUER=lingo-news-dev AUTH_AUDIENCE=lingo-news
+export AUTH_HS256_SECRET
+AUTH_HS256_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '\n=')
+export LOG_FORMAT=human RUST_LOG=${RUST_LOG:-warn}
+"$bin/lingo-service" migrate >>"$logs/setup.log" 2>&1
+"$bin/news-service" migrate >>"$logs/setup.log" 2>&1
+"$bin/lingo-service" seed >>"$logs/setup.log" 2>&1
+"$bin/news-service" seed --articles "$ARTICLES" >>"$logs/setup.log" 2>&1
+
+say "starting lingo :$LINGO_PORT, news :$NEWS1_PORT and :$NEWS2_PORT, gateways :$GATEWAY_PORT and :$GATEWAY2_PORT"
+spawn lingo "$logs" env LINGO_LISTEN_ADDR="127.0.0.1:$LINGO_PORT" "$bin/lingo-service" serve
+lingo_pid=$last_pid; wait_ready lingo-service "$LINGO_PORT" "$lingo_pid"
+spawn news1 "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS1_PORT" "$bin/news-service" serve
+news1_pid=$last_pid; wait_ready news-service "$NEWS1_PORT" "$news1_pid"
+spawn news2 "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS2_PORT" "$bin/news-service" serve
+news2_pid=$last_pid; wait_ready news-service "$NEWS2_PORT" "$news2_pid"
+spawn hole "$logs" "$venv/bin/python" "$bench_dir/faults.py" blackhole --port "$HOLE_PORT"
+hole_pid=$last_pid
+for _ in $(seq 1 50); do port_in_use "$HOLE_PORT" && break; sleep 0.1; done
+# The gateways' settings for load: no per-caller limits, quick probes and cooldowns.
+gateway_env=(RATE_LIMIT_ENABLED=false UPSTREAM_PROBE_INTERVAL_SECS=1 UPSTREAM_COOLDOWN_SECS=5)
+spawn gateway "$logs" env "${gateway_env[@]}" GATEWAY_LISTEN_ADDR="127.0.0.1:$GATEWAY_PORT" \
+  LINGO_UPSTREAMS="http://127.0.0.1:$LINGO_PORT" \
+  NEWS_UPSTREAMS="http://127.0.0.1:$NEWS1_PORT,http://127.0.0.1:$NEWS2_PORT" \
+  "$bin/gateway" serve
+gateway_pid=$last_pid; wait_ready gateway "$GATEWAY_PORT" "$gateway_pid" /healthz
+spawn gateway2 "$logs" env "${gateway_env[@]}" GATEWAY_LISTEN_ADDR="127.0.0.1:$GATEWAY2_PORT" \
+  UPSTREAM_TIMEOUT_MS=1000 LINGO_UPSTREAMS="http://127.0.0.1:$HOLE_PORT" \
+  NEWS_UPSTREAMS="http://127.0.0.1:$NEWS2_PORT" "$bin/gateway" serve
+wait_ready gateway2 "$GATEWAY2_PORT" "$last_pid" /healthz
+
+as_pg_prefix=""
+[ "$(id -u)" = 0 ] && as_pg_prefix="setpriv --reuid=postgres --regid=postgres --init-groups --"
+pg_stop_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_data' -m fast -w stop"
+pg_start_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_data' -l '$pg_data/postgres.log' -w -t 60 -o \"$(cat "$pg_data/bench-opts")\" start"
+
+say "load and faults ($mode)"
+"$venv/bin/python" -u "$bench_dir/faults.py" run "${durations[@]}" \
+  --gateway "http://127.0.0.1:$GATEWAY_PORT" --gateway2 "http://127.0.0.1:$GATEWAY2_PORT" \
+  --lingo "http://127.0.0.1:$LINGO_PORT" \
+  --news "http://127.0.0.1:$NEWS2_PORT,http://127.0.0.1:$NEWS1_PORT" \
+  --psql "$PSQL" --db-url "postgres://postgres@127.0.0.1:$PG_PORT/$database" \
+  --articles "$ARTICLES" --workers "${FAULTS_WORKERS:-16}" \
+  --pg-stop "$pg_stop_cmd" --pg-start "$pg_start_cmd" \
+  --alive-pids "$lingo_pid,$news1_pid,$news2_pid,$gateway_pid" \
+  --kill-pid "$news1_pid" --hole-pid "$hole_pid" --upstream-timeout-ms 1000 --probe-detect-secs 3.5
+failed=0
+say "faults: all properties hold"

@@ -1,0 +1,137 @@
+# Shared helpers of deploy/bench/run.sh and deploy/bench/faults.sh (sourced, not run).
+# Everything here stays on 127.0.0.1; every process started through `spawn` is recorded in
+# $spawned_pids and stopped by `stop_spawned` (the scripts call it from their EXIT trap).
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bench_dir="$root/deploy/bench"
+database=lingonews
+venv="${BENCH_VENV:-$HOME/.cache/lingonews-bench-venv}"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+find_pg_bin() {
+  local name=$1 candidate
+  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
+  candidate=$(ls -d /usr/lib/postgresql/*/bin/"$name" 2>/dev/null | sort -V | tail -n 1 || true)
+  [ -n "$candidate" ] || die "PostgreSQL's $name not found (install the postgresql server package)"
+  echo "$candidate"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# PostgreSQL refuses to run as root: as root, its commands run as the postgres user.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; else "$@"; fi
+}
+
+# Installs Debian packages whose command is missing (wrk, haproxy, ...): `need_apt cmd:package ...`.
+need_apt() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  say "installing ${missing[*]} (apt)"
+  local sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# A Python venv with the given pip packages (kept under ~/.cache, created on first use).
+need_venv() {
+  if [ ! -x "$venv/bin/python" ]; then
+    say "creating the Python venv $venv"
+    python3 -m venv "$venv"
+  fi
+  local module pkg missing=()
+  for pkg in "$@"; do
+    module=${pkg%%:*}
+    "$venv/bin/python" -c "import $module" 2>/dev/null || missing+=("${pkg#*:}")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "pip install ${missing[*]}"
+    "$venv/bin/pip" install -q "${missing[@]}"
+  fi
+}
+
+# --- PostgreSQL: a private cluster of our own -----------------------------------------------------
+INITDB=$(find_pg_bin initdb)
+PG_CTL=$(find_pg_bin pg_ctl)
+PSQL=$(find_pg_bin psql)
+
+# pg_start DATADIR PORT [extra postgres -c options...]: creates the cluster if needed, starts it.
+pg_start() {
+  local data=$1 port=$2; shift 2
+  local opts="-c listen_addresses=127.0.0.1 -p $port -k '$data'" option
+  for option in "$@"; do opts+=" -c $option"; done
+  if [ ! -f "$data/PG_VERSION" ]; then
+    mkdir -p "$data"
+    [ "$(id -u)" = 0 ] && chown -R postgres "$data"
+    as_pg "$INITDB" -D "$data" -A trust -U postgres -E UTF8 --locale=C >"$data.initdb.log" 2>&1 \
+      || die "initdb failed, see $data.initdb.log"
+  fi
+  port_in_use "$port" && die "port $port (PostgreSQL) is already in use; set PG_PORT"
+  as_pg "$PG_CTL" -D "$data" -l "$data/postgres.log" -w -t 60 -o "$opts" start >/dev/null \
+    || die "PostgreSQL did not start, see $data/postgres.log"
+  printf '%s\n' "$opts" >"$data/bench-opts"
+}
+
+pg_stop() { as_pg "$PG_CTL" -D "$1" -m fast -w stop >/dev/null 2>&1 || true; }
+pg_restart_cmd() { echo "$PG_CTL -D $1 -l $1/postgres.log -w -t 60 -o \"$(cat "$1/bench-opts")\" start"; }
+
+# db_bootstrap PORT: the database, roles and schemas (deploy/postgres/bootstrap.sql).
+db_bootstrap() {
+  local admin="postgres://postgres@127.0.0.1:$1"
+  "$PSQL" -q "$admin/postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1 \
+    || "$PSQL" -q "$admin/postgres" -c "CREATE DATABASE $database" >/dev/null
+  "$PSQL" -q -v ON_ERROR_STOP=1 "$admin/$database" -f "$root/deploy/postgres/bootstrap.sql" >/dev/null
+}
+
+db_url() { echo "postgres://$1@127.0.0.1:$PG_PORT/$database"; }
+admin_psql() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -tA "postgres://postgres@127.0.0.1:$PG_PORT/$database" "$@"; }
+
+# Exports the services' database URLs for PG_PORT.
+export_db_env() {
+  export LINGO_DATABASE_URL LINGO_OWNER_DATABASE_URL LINGO_PIPELINE_DATABASE_URL
+  export NEWS_DATABASE_URL NEWS_OWNER_DATABASE_URL NEWS_PIPELINE_DATABASE_URL
+  LINGO_DATABASE_URL=$(db_url lingo_app); LINGO_OWNER_DATABASE_URL=$(db_url lingo_owner)
+  LINGO_PIPELINE_DATABASE_URL=$(db_url lingo_pipeline)
+  NEWS_DATABASE_URL=$(db_url news_app); NEWS_OWNER_DATABASE_URL=$(db_url news_owner)
+  NEWS_PIPELINE_DATABASE_URL=$(db_url news_pipeline)
+}
+
+target_dir() {
+  (cd "$root" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+}
+
+# --- processes ------------------------------------------------------------------------------------
+spawned_pids=()
+# spawn NAME LOGDIR cmd...: starts cmd in the background; its pid is in $last_pid.
+spawn() {
+  local name=$1 logdir=$2; shift 2
+  "$@" >>"$logdir/$name.log" 2>&1 &
+  last_pid=$!
+  spawned_pids+=("$last_pid")
+}
+
+stop_spawned() {
+  local pid
+  for pid in "${spawned_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${spawned_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  spawned_pids=()
+}
+
+# wait_ready NAME PORT PID [PATH]: polls http://127.0.0.1:PORT/PATH (default /readyz) for 30 s.
+wait_ready() {
+  local name=$1 port=$2 pid=$3 path=${4:-/readyz}
+  for _ in $(seq 1 150); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$port$path" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || die "$name exited (see its log)"
+    sleep 0.2
+  done
+  die "$name is not ready after 30 s"
+}
+
+# An HS256 token for SUB (optional SCOPE), minted by the gateway binary with the AUTH_* in the env.
+mint() { "$bin/gateway" mint-token --sub "$1" ${2:+--scope "$2"} --ttl-secs 86400; }
