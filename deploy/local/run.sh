@@ -178,5 +178,13 @@ if [ "${DETACH:-0}" = 1 ]; then
   exit 0
 fi
 echo "Press Ctrl-C to stop."
+stopping=0
+trap 'stopping=1' INT TERM
 wait -n "${started_pids[@]}" || true
+# Ctrl-C reaches the services too; give our own trap a moment when they were faster.
+[ "$stopping" = 1 ] || sleep 0.5
+if [ "$stopping" = 1 ]; then
+  echo
+  exit 0 # the EXIT trap stops everything
+fi
 die "a service exited; see the logs in $logs"
