@@ -2,16 +2,15 @@
 //! tables (and sqlx's migration history) live in the service's own schema whatever the role's
 //! defaults are.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 
 pub const SCHEMA: &str = "lingo";
 
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(PgConnectOptions::from_str(url)?.options([("search_path", SCHEMA)]))
+    shared_auth::db::connect_options(url, SCHEMA)
 }
 
 /// The runtime pool. Lazy, so the service starts (and `/readyz` reports 503) while the database
@@ -21,10 +20,11 @@ pub fn runtime_pool(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
-    Ok(PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(acquire_timeout)
-        .connect_lazy_with(connect_options(url)?))
+    Ok(shared_auth::db::lazy_pool(
+        connect_options(url)?,
+        max_connections,
+        acquire_timeout,
+    ))
 }
 
 pub async fn connect_one(url: &str) -> Result<PgConnection, sqlx::Error> {

@@ -19,7 +19,7 @@ pub enum Error {
 }
 
 /// Seconds a client should wait before retrying when the database is unreachable.
-const RETRY_AFTER_SECS: u32 = 2;
+pub const RETRY_AFTER_SECS: u32 = 2;
 
 /// Constraint violations a request can legitimately cause (e.g. a language deleted by the
 /// pipeline between our check and our insert).
@@ -36,36 +36,13 @@ fn on_constraint(name: &str) -> Option<Problem> {
     }
 }
 
-fn is_unavailable(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
-        sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-    )
-}
-
 impl Error {
     pub fn to_problem(&self) -> Problem {
         match self {
             Self::Problem(problem) => problem.clone(),
             Self::Auth(error) => error.to_problem(),
             Self::Database(error) => {
-                if let Some(problem) = error
-                    .as_database_error()
-                    .and_then(|db| db.constraint())
-                    .and_then(on_constraint)
-                {
-                    return problem;
-                }
-                if is_unavailable(error) {
-                    tracing::error!(%error, "database unavailable");
-                    return Problem::unavailable("database_unavailable", RETRY_AFTER_SECS)
-                        .with_detail("the database is not reachable; retry later");
-                }
-                tracing::error!(%error, "database error");
-                Problem::internal()
+                shared_auth::db::database_problem(error, on_constraint, RETRY_AFTER_SECS)
             }
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");

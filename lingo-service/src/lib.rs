@@ -26,12 +26,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::FromRef;
 use shared_auth::Verifier;
 use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
-use tower_http::catch_panic::CatchPanicLayer;
 
 pub use config::Config;
 pub use db::migrate;
@@ -41,6 +40,9 @@ pub use seed::{SeedSummary, seed, seed_with};
 
 /// Request bodies are small JSON objects (API.md: at most 16 KiB at the services).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// How long `/readyz` waits for the database to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -64,16 +66,12 @@ impl FromRef<AppState> for PgPool {
 /// The whole HTTP surface: `/healthz`, `/readyz` and `/v1/lingo/...`, with the request-id and
 /// problem middleware outermost.
 pub fn app_router(state: AppState) -> Router {
-    let metrics = HttpMetrics::new("lingo", vec![("primary", state.db.clone())]);
+    let pools = vec![("primary", state.db.clone())];
+    let metrics = HttpMetrics::new("lingo", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let router = routes::router().fallback(shared_auth::request_id::not_found);
-    shared_auth::metrics::instrument(router, metrics)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::new())
-        .layer(axum::middleware::from_fn(
-            shared_auth::request_id::request_context,
-        ))
-        .with_state(state)
+    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let routes = routes::router().merge(health);
+    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
 /// A bound, ready-to-run service.

@@ -1,7 +1,6 @@
 //! Connection pools and migrations. Every connection starts with `search_path = news`, so the
 //! service's SQL is unqualified and the migration history table lives inside schema `news`.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -13,18 +12,17 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(PgConnectOptions::from_str(url)?
-        .options([("search_path", "news")])
-        .application_name(application_name))
+    Ok(shared_auth::db::connect_options(url, "news")?.application_name(application_name))
 }
 
 /// A pool that connects on first use, so the service starts (and answers `/readyz` 503) while
 /// the database is still down.
 pub fn lazy_pool(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
-    Ok(PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .connect_lazy_with(connect_options(url, name)?))
+    Ok(shared_auth::db::lazy_pool(
+        connect_options(url, name)?,
+        max_connections,
+        ACQUIRE_TIMEOUT,
+    ))
 }
 
 /// A pool for the one-shot commands (migrate, seed, import): fails fast when unreachable.

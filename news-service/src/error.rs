@@ -48,35 +48,11 @@ fn on_constraint(name: &str) -> Option<Problem> {
     }
 }
 
-/// Whether the error means the database cannot be reached now (503, retry), not a bug (500).
-pub fn is_unavailable(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
-        sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            // 08: connection exception; 57P0x: shutting down / cannot connect now;
-            // 53300: too many connections.
-            code.starts_with("08") || code.starts_with("57P0") || code == "53300"
-        }),
-        _ => false,
-    }
-}
+/// Seconds a client should wait before retrying when the database is unreachable.
+pub const RETRY_AFTER_SECS: u32 = 5;
 
 fn database_problem(error: &sqlx::Error) -> Problem {
-    if let Some(problem) = error
-        .as_database_error()
-        .and_then(|db| db.constraint())
-        .and_then(on_constraint)
-    {
-        return problem;
-    }
-    if is_unavailable(error) {
-        tracing::warn!(%error, "database unavailable");
-        return Problem::unavailable("database_unavailable", 5)
-            .with_detail("the database is not reachable; retry shortly");
-    }
-    tracing::error!(%error, "database error");
-    Problem::internal()
+    shared_auth::db::database_problem(error, on_constraint, RETRY_AFTER_SECS)
 }
 
 impl IntoResponse for Error {
@@ -95,8 +71,6 @@ mod tests {
 
     #[test]
     fn pool_exhaustion_is_unavailable_not_internal() {
-        assert!(is_unavailable(&sqlx::Error::PoolTimedOut));
-        assert!(!is_unavailable(&sqlx::Error::RowNotFound));
         let problem = database_problem(&sqlx::Error::PoolTimedOut);
         assert_eq!(problem.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(problem.code, "database_unavailable");

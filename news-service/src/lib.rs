@@ -25,13 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::FromRef;
 use axum::routing::get;
 use shared_auth::Verifier;
 use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
-use tower_http::catch_panic::CatchPanicLayer;
 
 pub use config::ServeConfig;
 pub use db::migrate;
@@ -41,6 +40,9 @@ pub use seed::seed;
 
 /// Request bodies are at most 16 KiB at the services (API.md section 1).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// How long `/readyz` waits for each pool to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The two pools: the primary for writes and for whatever a signed-in caller reads (so they see
 /// their own writes at once), the read pool (a replica, or the primary) for anonymous reads.
@@ -78,25 +80,15 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::directory::router())
         .merge(routes::me::router())
         .route("/openapi.json", get(openapi::serve));
-    let metrics = HttpMetrics::new(
-        "news",
-        vec![
-            ("primary", state.pools.primary.clone()),
-            ("read", state.pools.read.clone()),
-        ],
-    );
+    let pools = vec![
+        ("primary", state.pools.primary.clone()),
+        ("read", state.pools.read.clone()),
+    ];
+    let metrics = HttpMetrics::new("news", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let router = Router::new()
-        .nest("/v1/news", api)
-        .merge(routes::health::router())
-        .fallback(shared_auth::request_id::not_found);
-    shared_auth::metrics::instrument(router, metrics)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::new())
-        .layer(axum::middleware::from_fn(
-            shared_auth::request_id::request_context,
-        ))
-        .with_state(state)
+    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let routes = Router::new().nest("/v1/news", api).merge(health);
+    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
 /// A bound, ready-to-run news service.

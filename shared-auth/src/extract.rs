@@ -17,32 +17,6 @@ pub struct RequiredCaller(pub Caller);
 #[derive(Debug, Clone)]
 pub struct OptionalCaller(pub Option<Caller>);
 
-async fn caller_from_parts(
-    parts: &Parts,
-    verifier: &Verifier,
-) -> Result<Option<Caller>, AuthError> {
-    match bearer_token(&parts.headers)? {
-        None => Ok(None),
-        Some(token) => verifier.verify(token).await.map(Some),
-    }
-}
-
-impl<S> FromRequestParts<S> for RequiredCaller
-where
-    Arc<Verifier>: FromRef<S>,
-    S: Send + Sync,
-{
-    type Rejection = AuthError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let verifier = Arc::<Verifier>::from_ref(state);
-        caller_from_parts(parts, &verifier)
-            .await?
-            .map(RequiredCaller)
-            .ok_or(AuthError::MissingToken)
-    }
-}
-
 impl<S> FromRequestParts<S> for OptionalCaller
 where
     Arc<Verifier>: FromRef<S>,
@@ -51,9 +25,27 @@ where
     type Rejection = AuthError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Some(token) = bearer_token(&parts.headers)? else {
+            return Ok(OptionalCaller(None));
+        };
         let verifier = Arc::<Verifier>::from_ref(state);
-        caller_from_parts(parts, &verifier)
+        verifier
+            .verify(token)
             .await
-            .map(OptionalCaller)
+            .map(|caller| OptionalCaller(Some(caller)))
+    }
+}
+
+/// The optional caller, with "no token" refused: the two differ only in that case.
+impl<S> FromRequestParts<S> for RequiredCaller
+where
+    Arc<Verifier>: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AuthError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let OptionalCaller(caller) = OptionalCaller::from_request_parts(parts, state).await?;
+        caller.map(RequiredCaller).ok_or(AuthError::MissingToken)
     }
 }

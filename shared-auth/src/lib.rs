@@ -3,11 +3,15 @@
 //! It owns bearer-token verification (HS256 secret, JWKS file or URL with rotation), the axum
 //! extractors for a required or optional caller, and the RFC 9457 problem type every refusal is
 //! written in, plus the request plumbing all three binaries need (request ids, strict JSON and
-//! query extractors, paging, logging, shutdown). It owns no routes and no data: it must never
-//! learn about lingo or news resources.
+//! query extractors, paging, logging, shutdown, database availability, `Idempotency-Key` records,
+//! health checks). It owns no resource routes and no data of its own: it must never learn about
+//! lingo or news resources.
 
 pub mod claims;
+pub mod db;
 pub mod extract;
+pub mod health;
+pub mod idempotency;
 pub mod json;
 pub mod jwks;
 pub mod metrics;
@@ -16,6 +20,7 @@ pub mod openapi;
 pub mod paging;
 pub mod problem;
 pub mod request_id;
+pub mod stack;
 pub mod telemetry;
 pub mod verify;
 

@@ -1,8 +1,8 @@
 //! One router per resource; all lingo resources live under `/v1/lingo` (the gateway proxies
-//! paths unchanged), health checks at the root.
+//! paths unchanged). Health checks (`/healthz`, `/readyz`) come from shared-auth, mounted in
+//! `lib.rs` with the pool they check.
 
 pub mod analytics;
-pub mod health;
 pub mod languages;
 pub mod phrases;
 pub mod progress;
@@ -24,7 +24,6 @@ pub fn router() -> Router<AppState> {
         .merge(recommendations::router())
         .merge(analytics::router());
     Router::new()
-        .merge(health::router())
         .merge(crate::openapi::router())
         .nest(PREFIX, lingo)
 }

@@ -17,7 +17,7 @@ use crate::cache::json_read;
 use crate::domain::comments::{ParentRef, placement, validate_text};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::idempotency::{self, IdempotencyKey, Stored};
+use crate::idempotency::{self, Begin};
 use crate::openapi::{
     ArticleNotFound, BadCommentRequest, BadPath, BadPathOrQuery, CommentNotFound, CommentRejected,
     IdempotencyInUse, Internal, NotModified, PageParams, PayloadTooLarge, Unauthorized,
@@ -134,27 +134,31 @@ async fn create_comment(
     headers: HeaderMap,
     Json(input): Json<CommentInput>,
 ) -> Result<Response> {
-    let key = IdempotencyKey::from_headers(&headers)?;
+    let key = idempotency::key_from_headers(&headers)?;
     let text = validate_text(&input.text).map_err(|e| Problem::validation(vec![e]))?;
+    let request_hash = idempotency::request_hash(&input);
     let mut tx = state.pools.primary.begin().await?;
-    let scope = match &key {
-        Some(key) => {
-            let request_hash = idempotency::request_hash(&input);
-            match idempotency::begin(&mut tx, &caller.sub, key, &request_hash).await? {
-                idempotency::Begin::Replay(stored) => return Ok(stored.replay()),
-                idempotency::Begin::Fresh => Some((key, request_hash)),
-            }
-        }
-        None => None,
-    };
+    if let Some(key) = &key
+        && let Begin::Replay(stored) =
+            idempotency::begin(&mut tx, &caller.sub, key, &request_hash).await?
+    {
+        return Ok(stored.into_response());
+    }
     let comment = insert_comment(&mut tx, &caller.sub, &input, text).await?;
-    if let Some((key, request_hash)) = scope {
-        let stored = Stored {
-            status: StatusCode::CREATED,
-            location: Some(location_of(comment.id)),
-            body: serde_json::to_value(&comment).map_err(|_| Problem::internal())?,
-        };
-        idempotency::store(&mut tx, &caller.sub, key, &request_hash, &stored).await?;
+    if let Some(key) = &key {
+        // Stored as the bytes `created` sends, so a replay is the same answer byte for byte.
+        let body = serde_json::to_vec(&comment).map_err(|_| Problem::internal())?;
+        let location = location_of(comment.id);
+        idempotency::complete(
+            &mut tx,
+            &caller.sub,
+            key,
+            &request_hash,
+            StatusCode::CREATED,
+            &body,
+            Some(&location),
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(created(&comment))

@@ -4,5 +4,4 @@ pub mod articles;
 pub mod comments;
 pub mod directory;
 pub mod engagement;
-pub mod health;
 pub mod me;

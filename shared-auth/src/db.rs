@@ -1,0 +1,101 @@
+//! Postgres plumbing both services need: connections pinned to the service's own schema, lazy
+//! pools that turn an unreachable database into a 503 instead of a hang, and the one rule for
+//! which sqlx errors mean "the database is unavailable" (503 `database_unavailable` with
+//! `Retry-After`) rather than a bug (logged 500). It knows no service's tables.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::Problem;
+
+/// Options for `url` with `search_path` pinned to `schema`, so the service's SQL is unqualified
+/// and sqlx's migration history lives in the service's own schema whatever the role's defaults.
+pub fn connect_options(url: &str, schema: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    Ok(PgConnectOptions::from_str(url)?.options([("search_path", schema)]))
+}
+
+/// A pool that connects on first use, so the service starts (and `/readyz` answers 503) while
+/// the database is down; `acquire_timeout` bounds how long a request waits before it is a 503.
+pub fn lazy_pool(
+    options: PgConnectOptions,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with(options)
+}
+
+/// Whether the error means the database cannot be reached now (503, retry), not a bug (500).
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // 08: connection exception; 57P0x: shutting down / cannot connect now;
+            // 53300: too many connections.
+            code.starts_with("08") || code.starts_with("57P0") || code == "53300"
+        }),
+        _ => false,
+    }
+}
+
+/// 503 `database_unavailable`, telling the client to come back after `retry_after_secs`.
+pub fn unavailable_problem(retry_after_secs: u32) -> Problem {
+    Problem::unavailable("database_unavailable", retry_after_secs)
+        .with_detail("the database is not reachable; retry later")
+}
+
+/// The problem a failed query becomes: a constraint the service names in `on_constraint` (a
+/// race the client caused), 503 when the database is unreachable, else a 500 logged with its
+/// cause and rendered without it.
+pub fn database_problem(
+    error: &sqlx::Error,
+    on_constraint: impl FnOnce(&str) -> Option<Problem>,
+    retry_after_secs: u32,
+) -> Problem {
+    if let Some(problem) = error
+        .as_database_error()
+        .and_then(|db| db.constraint())
+        .and_then(on_constraint)
+    {
+        return problem;
+    }
+    if is_unavailable(error) {
+        tracing::error!(%error, "database unavailable");
+        return unavailable_problem(retry_after_secs);
+    }
+    tracing::error!(%error, "database error");
+    Problem::internal()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+
+    #[test]
+    fn pool_exhaustion_is_unavailable_not_internal() {
+        assert!(is_unavailable(&sqlx::Error::PoolTimedOut));
+        assert!(is_unavailable(&sqlx::Error::PoolClosed));
+        assert!(!is_unavailable(&sqlx::Error::RowNotFound));
+        let problem = database_problem(&sqlx::Error::PoolTimedOut, |_| None, 7);
+        assert_eq!(problem.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(problem.code, "database_unavailable");
+        assert_eq!(
+            database_problem(&sqlx::Error::RowNotFound, |_| None, 7).code,
+            "internal_error"
+        );
+    }
+
+    #[test]
+    fn search_path_is_pinned() {
+        let options = connect_options("postgres://u@localhost/db", "news").expect("valid url");
+        assert!(format!("{options:?}").contains("search_path"));
+    }
+}

@@ -1,0 +1,28 @@
+//! The layers every service's router gets, in the one order that works: the problem fallback
+//! for unknown routes, `/metrics` and the request counter, the body limit, panics turned into
+//! 500s, and the request context outermost (so every answer, a panic's included, gets a request
+//! id and becomes a problem).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::metrics::{HttpMetrics, instrument};
+use crate::request_id::{not_found, request_context};
+
+/// Wraps a service's routes (resources and health checks) in the shared layers.
+pub fn service_stack<S>(
+    routes: Router<S>,
+    metrics: Arc<HttpMetrics>,
+    max_body_bytes: usize,
+) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    instrument(routes.fallback(not_found), metrics)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(CatchPanicLayer::new())
+        .layer(axum::middleware::from_fn(request_context))
+}
