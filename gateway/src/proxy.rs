@@ -99,8 +99,9 @@ pub fn upstream_headers(incoming: &HeaderMap, client_ip: IpAddr) -> HeaderMap {
 fn attempt_span(method: &Method, group: &str, replica: &impl std::fmt::Display) -> tracing::Span {
     tracing::info_span!(
         "upstream",
-        otel.name = %format!("{method} {group}"),
+        otel.name = method.as_str(),
         otel.kind = "client",
+        upstream.group = group,
         server.address = %replica,
         http.response.status_code = tracing::field::Empty,
     )
