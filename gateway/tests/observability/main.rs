@@ -4,7 +4,9 @@
 //! `/metrics` is valid Prometheus text whose counters move.
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
+#[path = "../common/stack.rs"]
+mod stack;
+
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use shared_auth::telemetry::{LogFormat, init_exporting_to};
-use shared_auth::testing::{TEST_SECRET, TestDatabase, auth_config, token};
+use shared_auth::testing::{TEST_SECRET, TestDatabase, token};
 use tokio::process::{Child, Command};
 
 /// A span as received, with the service that sent it.
@@ -167,16 +169,7 @@ async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
     lingo_service::migrate(&db.url_for("lingo_owner"))
         .await
         .unwrap();
-    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-    let lingo = lingo_service::Application::build(lingo_service::Config::new(
-        any_port,
-        db.url_for("lingo_app"),
-        auth_config(),
-    ))
-    .await
-    .unwrap();
-    let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
-    tokio::spawn(lingo.run_until_stopped());
+    let lingo_url = stack::start_lingo(&db).await;
     let (_gateway, gateway_url) = start_gateway(&lingo_url, &otlp).await;
     let client = reqwest::Client::new();
 
@@ -299,45 +292,15 @@ async fn scrape(client: &reqwest::Client, base: &str) -> String {
 
 #[tokio::test]
 async fn every_metrics_endpoint_is_prometheus_text_whose_counters_move() {
-    let db = TestDatabase::create().await;
-    lingo_service::migrate(&db.url_for("lingo_owner"))
-        .await
-        .unwrap();
-    news_service::migrate(&db.url_for("news_owner"))
-        .await
-        .unwrap();
-    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-    let lingo = lingo_service::Application::build(lingo_service::Config::new(
-        any_port,
-        db.url_for("lingo_app"),
-        auth_config(),
-    ))
-    .await
-    .unwrap();
-    let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
-    tokio::spawn(lingo.run_until_stopped());
-    let news = news_service::Application::build(news_service::config::ServeConfig::new(
-        db.url_for("news_app"),
-        auth_config(),
-    ))
-    .await
-    .unwrap();
-    let news_url = format!("http://127.0.0.1:{}", news.port());
-    tokio::spawn(news.run_until_stopped());
-    let mut config = gateway::config::GatewayConfig::for_tests(
-        std::slice::from_ref(&lingo_url),
-        std::slice::from_ref(&news_url),
-    );
-    config.auth = auth_config();
-    let gateway = gateway::Application::build(config).await.unwrap();
-    let gateway_url = format!("http://127.0.0.1:{}", gateway.port());
-    tokio::spawn(gateway.run_until_stopped());
+    let stack = stack::start(None).await;
+    let (gateway_url, lingo_url, news_url) =
+        (&stack.gateway_url, &stack.lingo_url, &stack.news_url);
     let client = reqwest::Client::new();
 
     let counters = [
-        (gateway_url.as_str(), "gateway_requests_total"),
-        (lingo_url.as_str(), "lingo_http_requests_total"),
-        (news_url.as_str(), "news_http_requests_total"),
+        (gateway_url, "gateway_requests_total"),
+        (lingo_url, "lingo_http_requests_total"),
+        (news_url, "news_http_requests_total"),
     ];
     let mut before = Vec::new();
     for (base, metric) in counters {

@@ -2,11 +2,12 @@
 //! and the gateway in front of them, called over real HTTP the way a client app calls it.
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
+#[path = "../common/stack.rs"]
+mod stack;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
-use shared_auth::testing::{TestDatabase, auth_config, token};
+use shared_auth::testing::{TestDatabase, token};
 
 /// The running system: the gateway's base URL and the database behind it.
 struct System {
@@ -17,51 +18,11 @@ struct System {
 
 impl System {
     async fn start() -> Self {
-        let db = TestDatabase::create().await;
-        lingo_service::migrate(&db.url_for("lingo_owner"))
-            .await
-            .unwrap();
-        news_service::migrate(&db.url_for("news_owner"))
-            .await
-            .unwrap();
-        lingo_service::seed(&db.url_for("lingo_pipeline"))
-            .await
-            .unwrap();
-        news_service::seed(&db.url_for("news_pipeline"), 300)
-            .await
-            .unwrap();
-
-        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        let lingo = lingo_service::Application::build(lingo_service::Config::new(
-            any_port,
-            db.url_for("lingo_app"),
-            auth_config(),
-        ))
-        .await
-        .unwrap();
-        let lingo_url = format!("http://127.0.0.1:{}", lingo.port());
-        tokio::spawn(lingo.run_until_stopped());
-
-        let news = news_service::Application::build(news_service::config::ServeConfig::new(
-            db.url_for("news_app"),
-            auth_config(),
-        ))
-        .await
-        .unwrap();
-        let news_url = format!("http://127.0.0.1:{}", news.port());
-        tokio::spawn(news.run_until_stopped());
-
-        let mut config = gateway::config::GatewayConfig::for_tests(&[lingo_url], &[news_url]);
-        config.auth = auth_config();
-        config.rate_limit_enabled = false;
-        let gateway = gateway::Application::build(config).await.unwrap();
-        let gateway_url = format!("http://127.0.0.1:{}", gateway.port());
-        tokio::spawn(gateway.run_until_stopped());
-
+        let stack = stack::start(Some(300)).await;
         Self {
-            gateway: gateway_url,
+            gateway: stack.gateway_url,
             client: Client::new(),
-            _db: db,
+            _db: stack.db,
         }
     }
 
