@@ -63,7 +63,7 @@ say "building the binaries ($PROFILE)"
 build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked -q "${build_flags[@]}" -p gateway -p lingo-service -p news-service)
 bin="$(target_dir)/$PROFILE"
-need_venv aiohttp:aiohttp
+need_venv aiohttp:aiohttp==3.14.5
 
 say "PostgreSQL on 127.0.0.1:$PG_PORT (throwaway cluster in $pg_data)"
 pg_start "$pg_data" "$PG_PORT"

@@ -49,7 +49,7 @@ trap cleanup INT TERM EXIT
 
 # --- tools, build, database ------------------------------------------------------------------------
 need_apt wrk:wrk haproxy:haproxy openssl:openssl perf:linux-perf
-need_venv aiohttp:aiohttp matplotlib:matplotlib
+need_venv aiohttp:aiohttp==3.14.5 matplotlib:matplotlib==3.11.2
 say "building release binaries"
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked --release -p gateway -p lingo-service -p news-service)
 bin="$(target_dir)/release"
