@@ -152,18 +152,6 @@ pub struct IdempotencyKeyHeader {
     pub idempotency_key: Option<String>,
 }
 
-/// `limit` and `offset` of a plain paged list.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct PageParams {
-    /// Page size.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    pub limit: Option<i64>,
-    /// Items to skip.
-    #[param(minimum = 0, maximum = 10000, default = 0)]
-    pub offset: Option<i64>,
-}
-
 // --- responses shared by several operations ----------------------------------------------------
 
 const PROBLEM_JSON: &str = "application/problem+json";

@@ -30,6 +30,6 @@ pub mod testing;
 pub use claims::{Caller, Claims};
 pub use extract::{OptionalCaller, RequiredCaller};
 pub use json::{Json, Query};
-pub use paging::{Page, Paging};
+pub use paging::{Page, PageQuery, Paging};
 pub use problem::{FieldError, Problem};
 pub use verify::{AuthConfig, AuthError, Verifier, bearer_token};

@@ -1,7 +1,7 @@
 //! The paging convention of API.md section 1: `limit` 1..=100 (default 20), `offset` 0..=10000,
 //! answered as `{data, count, limit, offset, next_offset}`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
 
@@ -36,6 +36,25 @@ impl Paging {
     /// Rows to fetch: one more than the page, to learn whether another page follows.
     pub fn fetch_limit(&self) -> i64 {
         self.limit + 1
+    }
+}
+
+/// The query string of a plain paged list, and its OpenAPI parameters.
+#[derive(Debug, Clone, Copy, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    pub limit: Option<i64>,
+    /// Items to skip.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
+    pub offset: Option<i64>,
+}
+
+impl PageQuery {
+    /// The checked paging (400 `invalid_query` when out of range).
+    pub fn paging(&self) -> Result<Paging, Problem> {
+        Paging::new(self.limit, self.offset)
     }
 }
 

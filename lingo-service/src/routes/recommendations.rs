@@ -4,10 +4,10 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use shared_auth::{Page, Paging, Query, RequiredCaller};
+use serde::Serialize;
+use shared_auth::{Page, PageQuery, Query, RequiredCaller};
 use sqlx::{FromRow, PgPool};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use crate::openapi::{PROBLEM, ProblemDocument};
 use crate::routes::phrases::{PHRASE_ITEM_COLUMNS, PhraseItem, PhraseRow};
@@ -43,24 +43,13 @@ struct RecommendationRow {
     generated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    /// Page size.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<i64>,
-    /// Items to skip.
-    #[param(minimum = 0, maximum = 10000, default = 0)]
-    offset: Option<i64>,
-}
-
 /// Phrases the pipeline recommends the caller study next, best first.
 #[utoipa::path(
     get,
     path = "/v1/lingo/me/recommendations",
     operation_id = "lingo_list_my_recommendations",
     tag = "lingo",
-    params(ListQuery),
+    params(PageQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One page of recommendations, highest `score` first", body = Page<Recommendation>),
@@ -70,9 +59,9 @@ struct ListQuery {
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    Query(query): Query<ListQuery>,
+    Query(query): Query<PageQuery>,
 ) -> Result<Json<Page<Recommendation>>> {
-    let paging = Paging::new(query.limit, query.offset)?;
+    let paging = query.paging()?;
     let sql = format!(
         "SELECT {PHRASE_ITEM_COLUMNS}, r.score, r.generated_at \
          FROM phrase_recommendations r \

@@ -8,9 +8,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::{FieldError, Page, Paging, Problem, Query, RequiredCaller};
+use shared_auth::{FieldError, Page, PageQuery, Problem, Query, RequiredCaller};
 use sqlx::{FromRow, PgConnection, PgPool};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::level::level_for_xp;
@@ -287,24 +287,13 @@ async fn record_session(
     })
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    /// Page size.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<i64>,
-    /// Items to skip.
-    #[param(minimum = 0, maximum = 10000, default = 0)]
-    offset: Option<i64>,
-}
-
 /// The caller's study sessions, newest first.
 #[utoipa::path(
     get,
     path = "/v1/lingo/me/study-sessions",
     operation_id = "lingo_list_my_study_sessions",
     tag = "lingo",
-    params(ListQuery),
+    params(PageQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One page of the caller's sessions, newest first", body = Page<StudySession>),
@@ -314,9 +303,9 @@ struct ListQuery {
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    Query(query): Query<ListQuery>,
+    Query(query): Query<PageQuery>,
 ) -> Result<Json<Page<StudySession>>> {
-    let paging = Paging::new(query.limit, query.offset)?;
+    let paging = query.paging()?;
     let rows = sqlx::query_as::<_, StudySession>(&format!(
         "SELECT {SESSION_COLUMNS} FROM study_sessions WHERE learner_id = $1 \
          ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"

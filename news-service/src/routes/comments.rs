@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::{Json, OptionalCaller, Page, Paging, Problem, Query, RequiredCaller};
+use shared_auth::{Json, OptionalCaller, Page, PageQuery, Paging, Problem, Query, RequiredCaller};
 use sqlx::{FromRow, PgPool, Postgres, Transaction};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -20,8 +20,8 @@ use crate::error::Result;
 use crate::idempotency::{self, Begin};
 use crate::openapi::{
     ArticleNotFound, BadCommentRequest, BadPath, BadPathOrQuery, CommentNotFound, CommentRejected,
-    IdempotencyInUse, Internal, NotModified, PageParams, PayloadTooLarge, Unauthorized,
-    Unavailable, UnsupportedMediaType,
+    IdempotencyInUse, Internal, NotModified, PayloadTooLarge, Unauthorized, Unavailable,
+    UnsupportedMediaType,
 };
 
 pub fn router() -> Router<AppState> {
@@ -285,12 +285,6 @@ async fn get_comment(
     Ok(json_read(&headers, caller.is_some(), &comment))
 }
 
-#[derive(Debug, Deserialize)]
-struct PageQuery {
-    limit: Option<i64>,
-    offset: Option<i64>,
-}
-
 /// An article's comments in thread order: one range scan of the `(article_id, path)` index.
 pub async fn thread_page(pool: &PgPool, article_id: &str, paging: Paging) -> Result<Page<Comment>> {
     let sql = format!(
@@ -312,7 +306,7 @@ pub async fn thread_page(pool: &PgPool, article_id: &str, paging: Paging) -> Res
     path = "/v1/news/articles/{article_id}/comments",
     operation_id = "news_list_comments",
     tag = "news-comments",
-    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), PageParams, crate::openapi::IfNoneMatch),
+    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), PageQuery, crate::openapi::IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of comments.", body = Page<Comment>,

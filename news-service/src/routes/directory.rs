@@ -7,7 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
-use shared_auth::{OptionalCaller, Page, Paging, Query};
+use shared_auth::{OptionalCaller, Page, PageQuery, Paging, Query};
 use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
 use utoipa::{IntoParams, ToSchema};
 
@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::cache::json_read;
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{BadQuery, Internal, NotModified, PageParams, Unauthorized, Unavailable};
+use crate::openapi::{BadQuery, Internal, NotModified, Unauthorized, Unavailable};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -172,19 +172,13 @@ fn push_paging(qb: &mut QueryBuilder<'_, Postgres>, paging: Option<Paging>) {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct OrganizationsQuery {
-    limit: Option<i64>,
-    offset: Option<i64>,
-}
-
 /// Organisations ordered by name; cacheable like the article reads.
 #[utoipa::path(
     get,
     path = "/v1/news/organizations",
     operation_id = "news_list_organizations",
     tag = "news-directory",
-    params(PageParams, crate::openapi::IfNoneMatch),
+    params(PageQuery, crate::openapi::IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of organisations.", body = Page<Organization>,
@@ -208,7 +202,7 @@ async fn list_organizations(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
-    Query(query): Query<OrganizationsQuery>,
+    Query(query): Query<PageQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
     let viewer = caller.map(|c| c.sub);

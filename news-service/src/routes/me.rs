@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
-use shared_auth::{Page, Paging, Query, RequiredCaller};
+use shared_auth::{Page, PageQuery, Paging, Query, RequiredCaller};
 use sqlx::QueryBuilder;
 use utoipa::{IntoParams, ToSchema};
 
@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::cache::json_read;
 use crate::domain::cursor::ListKind;
 use crate::error::Result;
-use crate::openapi::{BadListQuery, BadQuery, Internal, PageParams, Unauthorized, Unavailable};
+use crate::openapi::{BadListQuery, BadQuery, Internal, Unauthorized, Unavailable};
 use crate::routes::articles::{
     ArticleItem, ArticlePage, ArticleRow, ListPaging, ListSpec, fetch_cursor_page, invalid_cursor,
 };
@@ -27,19 +27,13 @@ pub fn router() -> Router<AppState> {
         .route("/me/feed", get(my_feed))
 }
 
-#[derive(Debug, Deserialize)]
-struct PageQuery {
-    limit: Option<i64>,
-    offset: Option<i64>,
-}
-
 /// The caller's bookmarked articles, most recently bookmarked first.
 #[utoipa::path(
     get,
     path = "/v1/news/me/bookmarks",
     operation_id = "news_list_my_bookmarks",
     tag = "news-me",
-    params(PageParams),
+    params(PageQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "A page of articles.", body = Page<ArticleItem>,
