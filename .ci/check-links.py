@@ -8,6 +8,8 @@
 2. No tracked source file, and no tracked Markdown file, mentions the contract or design files
    that live outside the repository (the names in FORBIDDEN): the contract is docs/. Applied
    migrations are exempt (see `is_applied_migration`).
+3. docs/ agrees with openapi.json: every operation is documented, and every error `code` an
+   operation declares is in the table of codes in docs/conventions.md.
 
 Python 3.11 standard library only. Run from anywhere: `python3 .ci/check-links.py`.
 Exit status 0 when everything resolves, 1 with one line per problem otherwise.
@@ -15,6 +17,7 @@ Exit status 0 when everything resolves, 1 with one line per problem otherwise.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -169,10 +172,8 @@ def is_applied_migration(path: str) -> bool:
     return "/migrations/" in f"/{path}" and path.endswith(".sql")
 
 
-def main() -> int:
-    files = tracked_files()
-    problems = []
-    checked = 0
+def link_problems(files: list[str]) -> tuple[int, list[str]]:
+    problems, checked = [], 0
     for source in markdown_to_check(files):
         text = (ROOT / source).read_text(encoding="utf-8")
         for number, target in links_in(text):
@@ -180,6 +181,11 @@ def main() -> int:
             why = check_link(source, target)
             if why:
                 problems.append(f"{source}:{number}: link {target!r} {why}")
+    return checked, problems
+
+
+def mention_problems(files: list[str]) -> list[str]:
+    problems = []
     for path in files:
         if path == SELF or not is_source(path) or is_applied_migration(path):
             continue
@@ -194,12 +200,81 @@ def main() -> int:
                         f"{path}:{number}: mentions {name}, a file outside the repository; "
                         "cite docs/ instead"
                     )
+    return problems
+
+
+def field_names(document: dict) -> set[str]:
+    """Every parameter, header and schema property name of the OpenAPI document: the backticked
+    words of a response description that are not error codes."""
+    names: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict):
+                names.update(node["properties"])
+            if isinstance(node.get("name"), str) and "in" in node:
+                names.add(node["name"])
+            if isinstance(node.get("headers"), dict):
+                names.update(h.lower() for h in node["headers"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+    return names
+
+
+def openapi_problems() -> list[str]:
+    """docs/ agrees with openapi.json: every operation is documented (a line of docs/ names its
+    method and path), and every error `code` an operation declares is in the table of codes."""
+    spec_path, conventions = ROOT / "openapi.json", ROOT / "docs" / "conventions.md"
+    if not spec_path.exists() or not conventions.exists():
+        return [f"{p.relative_to(ROOT)}: missing" for p in (spec_path, conventions) if not p.exists()]
+    document = json.loads(spec_path.read_text(encoding="utf-8"))
+    docs_lines = [
+        line
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        for line in page.read_text(encoding="utf-8").splitlines()
+    ]
+    table = conventions.read_text(encoding="utf-8").split("### Error codes", 1)[-1]
+    table_codes = set(re.findall(r"^\|\s*\d{3}\s*\|\s*`([a-z_]+)`", table, re.MULTILINE))
+    not_codes = field_names(document)
+    problems = []
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            verb = method.upper()
+            if not any(path in line and re.search(rf"\b{verb}\b", line) for line in docs_lines):
+                problems.append(f"openapi.json: {verb} {path} is documented nowhere in docs/")
+            for status, response in operation["responses"].items():
+                if not status.startswith(("4", "5")):
+                    continue
+                for word in re.findall(r"`([a-z][a-z_]*)`", response.get("description", "")):
+                    if word not in not_codes and word.lower() not in not_codes and word not in table_codes:
+                        problems.append(
+                            f"openapi.json: {verb} {path} {status} declares `{word}`, "
+                            "which is not in the error-code table of docs/conventions.md"
+                        )
+    return sorted(set(problems))
+
+
+def main() -> int:
+    files = tracked_files()
+    checked, problems = link_problems(files)
+    problems += mention_problems(files)
+    problems += openapi_problems()
     for problem in problems:
         print(problem)
     if problems:
         print(f"check-links: {len(problems)} problem(s)")
         return 1
-    print(f"check-links: {checked} links resolve; no file names a document outside the repository")
+    print(
+        f"check-links: {checked} links resolve, no file names a document outside the repository, "
+        "and docs/ covers every operation and error code of openapi.json"
+    )
     return 0
 
 
