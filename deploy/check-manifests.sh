@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the deployment files without a Docker engine or a cluster: Kubernetes manifests
-# (kubernetes-validate, strict), docker-compose.yml (Compose Specification schema), the
+# Checks the deployment files without a Docker engine or a cluster: the Kubernetes overlays
+# rendered with `kubectl kustomize` (built-in kinds with kubernetes-validate, strict; custom
+# resources against the CRD schemas vendored in deploy/k8s/schemas), docker-compose.yml (Compose Specification schema), the
 # environment each container gets against its binary's --help, the Dockerfile against the
 # workspace, and the cross-references between them. See deploy/check_manifests.py for the list.
 #
@@ -34,6 +35,15 @@ for binary in gateway lingo-service news-service; do
     exit 1
   fi
 done
+
+# kubectl renders the overlays (its built-in kustomize): Debian's package, installed when missing.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "check-manifests: installing Debian's kubectl"
+  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq kubectl >/dev/null \
+    || { echo "check-manifests: cannot install kubectl" >&2; exit 1; }
+fi
 
 # (Re)create the virtualenv when the pinned requirements change.
 stamp="$venv/.requirements.sha256"
