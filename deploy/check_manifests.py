@@ -300,10 +300,10 @@ def run_make_secrets(root: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(result.stdout) if d is not None]
 
 
-def render_overlays(root: Path) -> dict[str, list[tuple[str, dict]]]:
+def render_overlays(root: Path, kubectl: str) -> dict[str, list[tuple[str, dict]]]:
     overlays = {}
     for directory in sorted(p for p in (root / OVERLAYS_DIR).iterdir() if (p / "kustomization.yaml").is_file()):
-        result = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True,
+        result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
                                 timeout=120)
         if result.returncode != 0:
             raise RuntimeError(f"kubectl kustomize {directory.relative_to(root)} failed: "
@@ -342,8 +342,8 @@ def load_crd_schemas(root: Path) -> dict[tuple[str, str, str], dict]:
     return schemas
 
 
-def load_model(root: Path, bin_dir: Path, k8s_versions: list[str]) -> Model:
-    overlays = render_overlays(root)
+def load_model(root: Path, bin_dir: Path, k8s_versions: list[str], kubectl: str = "kubectl") -> Model:
+    overlays = render_overlays(root, kubectl)
     k8s_docs = overlays[PRODUCTION_OVERLAY]
     compose_text = (root / COMPOSE_FILE).read_text()
     help_info = {}
@@ -1709,13 +1709,14 @@ def main() -> int:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--bin-dir", type=Path, required=True)
     parser.add_argument("--k8s-versions", default="1.37,1.35")
+    parser.add_argument("--kubectl", default="kubectl", help="the kubectl that renders the overlays")
     parser.add_argument("--self-test", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="show what each self-test break produced")
     args = parser.parse_args()
     root = args.root.resolve()
     versions = [v.strip() for v in args.k8s_versions.split(",") if v.strip()]
     try:
-        model = load_model(root, args.bin_dir.resolve(), versions)
+        model = load_model(root, args.bin_dir.resolve(), versions, args.kubectl)
     except Exception as e:
         print(f"FAILED to load the inputs: {type(e).__name__}: {e}")
         return 1
