@@ -88,6 +88,9 @@ BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
 PUBLIC_PATHS = {("PathPrefix", "/v1"), ("PathPrefix", "/docs"), ("Exact", "/openapi.json")}
 PG_CA_MOUNT = "/etc/lingonews/pg-ca"
 MONITORING_NAMESPACE = "monitoring"
+# The ports the scraper may reach: the binaries' API ports (they serve /metrics there) and
+# CloudNativePG's exporter.
+METRICS_PORTS = {8080, 8081, 8082, 9187}
 
 # Variables read outside clap, so absent from --help: tracing's filter and the OpenTelemetry SDK.
 ALLOWED_EXTRA_ENV = {"RUST_LOG"}
@@ -957,6 +960,15 @@ def check_netpol(model: Model, report: Report) -> None:
             if anyone:
                 report.error(section, "the gateway is open to any source; admit only the ingress controller")
     check_egress(policies, pods, report, section)
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            names = [((p.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
+                     for p in rule.get("from") or []]
+            ports = {p.get("port") for p in rule.get("ports") or []}
+            if MONITORING_NAMESPACE in names and (not ports or not ports <= METRICS_PORTS):
+                report.error(section, f"NetworkPolicy {policy['metadata']['name']}: the {MONITORING_NAMESPACE} "
+                                      f"namespace may reach ports {sorted(ports) or 'all'}; only metrics ports "
+                                      f"{sorted(METRICS_PORTS)}")
     report.note(section, f"{model.overlay}: ingress sources as required for {', '.join(checked)}; gateway "
                          f"closed but to the edge; egress as required for {', '.join(sorted(EXPECTED_EGRESS_PODS))}")
 
@@ -1514,12 +1526,28 @@ PER_OVERLAY = {check_k8s_schema, check_k8s_policy, check_netpol}
 def run_checks(model: Model) -> Report:
     report = Report()
     for check in CHECKS:
-        for view in (model.views() if check in PER_OVERLAY else [model]):
-            try:
-                check(view, report)
-            except Exception as e:  # a crash in one check is a failure, not a pass
-                report.error(check.__name__, f"check crashed ({view.overlay}): {type(e).__name__}: {e}")
+        if check not in PER_OVERLAY:
+            guarded(check, model, report)
+            continue
+        for view in model.views():
+            # Every message names the overlay it is about.
+            own = Report()
+            guarded(check, view, own)
+            where = f"{OVERLAYS_DIR}/{view.overlay}"
+            for section, messages in own.errors.items():
+                for message in messages:
+                    report.error(section, message if message.startswith(where) else f"{where}: {message}")
+            for section, messages in own.notes.items():
+                for message in messages:
+                    report.note(section, message)
     return report
+
+
+def guarded(check, model: Model, report: Report) -> None:
+    try:
+        check(model, report)
+    except Exception as e:  # a crash in one check is a failure, not a pass
+        report.error(check.__name__, f"check crashed ({model.overlay}): {type(e).__name__}: {e}")
 
 
 def find_doc(model: Model, kind: str, name: str) -> dict:
@@ -1650,7 +1678,11 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
         m.k8s_docs[:] = [(o, d) for o, d in m.k8s_docs
                          if not (d.get("kind") == "PodMonitor" and d["metadata"]["name"] == "lingonews-pg")]
 
+    def monitoring_wide(m):
+        del find_doc(m, "NetworkPolicy", "postgres-metrics-from-monitoring")["spec"]["ingress"][0]["ports"]
+
     cases = [
+        (monitoring_wide, "netpol", "only metrics ports"),
         (crd_unknown_field, "kubernetes", "instance"),
         (crd_wrong_type, "kubernetes", "ObjectStore"),
         (route_metrics, "k8s-policy", "/metrics"),
