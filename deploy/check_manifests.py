@@ -806,6 +806,13 @@ def check_pod_monitors(model: Model, index: dict, report: Report, section: str) 
             report.error(section, f"no PodMonitor scrapes the CloudNativePG cluster {cluster} (port metrics, 9187)")
 
 
+def guaranteed(resources: dict) -> bool:
+    """requests == limits for cpu and memory, both set: Kubernetes' Guaranteed QoS for a container."""
+    return all((resources.get("requests") or {}).get(r) is not None
+               and (resources.get("requests") or {}).get(r) == (resources.get("limits") or {}).get(r)
+               for r in ("cpu", "memory"))
+
+
 def check_backups(model: Model, index: dict, cluster: dict, report: Report, section: str) -> None:
     where = f"Cluster/{cluster['metadata']['name']}"
     spec = cluster.get("spec", {})
@@ -820,6 +827,10 @@ def check_backups(model: Model, index: dict, cluster: dict, report: Report, sect
             continue
         if not store["spec"].get("retentionPolicy"):
             report.error(section, f"ObjectStore/{store['metadata']['name']}: no retentionPolicy")
+        sidecar = (store["spec"].get("instanceSidecarConfiguration") or {}).get("resources") or {}
+        if not guaranteed(sidecar):
+            report.error(section, f"ObjectStore/{store['metadata']['name']}: instanceSidecarConfiguration."
+                                  f"resources requests must equal limits (the instance pods' Guaranteed QoS)")
         credentials = store["spec"]["configuration"].get("s3Credentials") or {}
         for field, ref in credentials.items():
             if not isinstance(ref, dict) or "name" not in ref:
@@ -839,11 +850,8 @@ def check_backups(model: Model, index: dict, cluster: dict, report: Report, sect
         if len(fields) != 6 or not all(f.isdigit() for f in fields[:3]) or fields[3:] != ["*", "*", "*"]:
             report.error(section, f"ScheduledBackup/{backup['metadata']['name']}: schedule "
                                   f"{backup['spec']['schedule']!r} is not once a day (sec min hour * * *)")
-    resources = spec.get("resources") or {}
-    for resource in ("cpu", "memory"):
-        request = (resources.get("requests") or {}).get(resource)
-        if request is None or request != (resources.get("limits") or {}).get(resource):
-            report.error(section, f"{where}: resources.requests.{resource} must equal the limit (Guaranteed QoS)")
+    if not guaranteed(spec.get("resources") or {}):
+        report.error(section, f"{where}: resources requests must equal limits for cpu and memory (Guaranteed QoS)")
     for volume in ("storage", "walStorage"):
         if volume in spec and not spec[volume].get("storageClass"):
             report.error(section, f"{where}: {volume}.storageClass not set")
@@ -1656,6 +1664,10 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
     def burstable_postgres(m):
         find_doc(m, "Cluster", "lingonews-pg")["spec"]["resources"]["limits"]["memory"] = "4Gi"
 
+    def burstable_sidecar(m):
+        store = find_doc(m, "ObjectStore", "lingonews-backups")
+        del store["spec"]["instanceSidecarConfiguration"]["resources"]["limits"]
+
     def no_storage_class(m):
         del find_doc(m, "Cluster", "lingonews-pg")["spec"]["storage"]["storageClass"]
 
@@ -1690,6 +1702,7 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
         (no_scheduled_backup, "k8s-policy", "no ScheduledBackup"),
         (backup_secret_gap, "k8s-policy", "AWS_KEY"),
         (burstable_postgres, "k8s-policy", "Guaranteed QoS"),
+        (burstable_sidecar, "k8s-policy", "instanceSidecarConfiguration"),
         (no_storage_class, "k8s-policy", "storageClass"),
         (unverified_tls, "env", "must be verify-full"),
         (ca_not_mounted, "env", "is not mounted"),
