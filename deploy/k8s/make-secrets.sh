@@ -14,18 +14,27 @@
 #                      app-url (primary), read-url (news only: the read replicas), owner-url
 #                      (migrations), pipeline-url (seeding and imports)
 #   lingonews-jwt      hs256-secret: the HS256 token key (skip it when you verify with a JWKS)
+#   lingonews-backup-s3  ACCESS_KEY_ID, ACCESS_SECRET_KEY: the object-storage credentials of the
+#                      backups (ObjectStore lingonews-backups in base/25-backups.yaml), from
+#                      BACKUP_ACCESS_KEY_ID / BACKUP_SECRET_ACCESS_KEY; placeholders when unset
 #
-# Not generated: gateway-tls, the Ingress certificate (cert-manager or your CA).
+# Not generated: gateway-tls, the Gateway's certificate (cert-manager or your CA), and
+# <PG_CLUSTER>-ca, the database CA that CloudNativePG creates and the pods mount.
 #
-# Settings (environment): NAMESPACE (lingonews), PG_CLUSTER (lingonews-pg), AUTH_HS256_SECRET (to
-# reuse an existing key instead of a random one).
+# The database URLs verify the server: sslmode=verify-full against the CloudNativePG CA, mounted
+# at /etc/lingonews/pg-ca/ca.crt in every pod that connects (the host names <cluster>-rw/-ro.<ns>.svc
+# are in the operator's server certificate).
+#
+# Settings (environment): NAMESPACE (lingonews), PG_CLUSTER (lingonews-pg; a restored cluster's
+# name when switching to it, README "Backups and restore"), AUTH_HS256_SECRET (to reuse an existing
+# key instead of a random one), BACKUP_ACCESS_KEY_ID, BACKUP_SECRET_ACCESS_KEY.
 set -euo pipefail
 
 namespace=${NAMESPACE:-lingonews}
 cluster=${PG_CLUSTER:-lingonews-pg}
 database=lingonews
-# sslmode=prefer: TLS whenever both ends support it (CloudNativePG serves TLS by default).
-params="sslmode=prefer"
+# Where the pods mount the CA (base/*.yaml, volume pg-ca); verify-full checks chain and host name.
+params="sslmode=verify-full&sslrootcert=/etc/lingonews/pg-ca/ca.crt"
 
 # 32 random bytes, URL-safe base64 without padding: safe inside a URL and a YAML string.
 random_token() { head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
@@ -70,3 +79,11 @@ printf '  pipeline-url: "%s"\n' "$(url news_pipeline rw)"
 
 secret_header lingonews-jwt Opaque
 printf '  hs256-secret: "%s"\n' "${AUTH_HS256_SECRET:-$(random_token)}"
+
+if [ -z "${BACKUP_ACCESS_KEY_ID:-}" ] || [ -z "${BACKUP_SECRET_ACCESS_KEY:-}" ]; then
+  echo "make-secrets: BACKUP_ACCESS_KEY_ID/BACKUP_SECRET_ACCESS_KEY unset: lingonews-backup-s3 gets" \
+       "placeholders and backups fail until you replace them" >&2
+fi
+secret_header lingonews-backup-s3 Opaque
+printf '  ACCESS_KEY_ID: "%s"\n' "${BACKUP_ACCESS_KEY_ID:-REPLACE-ME}"
+printf '  ACCESS_SECRET_KEY: "%s"\n' "${BACKUP_SECRET_ACCESS_KEY:-REPLACE-ME}"

@@ -15,7 +15,7 @@
 #   - any other Postgres (a managed cloud database, a VM): run bootstrap.sql then this script with
 #     PG* pointing at it.
 #   - Kubernetes with CloudNativePG does not use it: the operator sets these passwords itself from
-#     the Secrets listed in the Cluster's spec.managed.roles (deploy/k8s/20-postgres.yaml).
+#     the Secrets listed in the Cluster's spec.managed.roles (deploy/k8s/base/20-postgres.yaml).
 #
 # Also works as a /docker-entrypoint-initdb.d script of the official postgres image (there psql
 # reaches the server through the local socket as POSTGRES_USER).

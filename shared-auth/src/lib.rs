@@ -17,6 +17,7 @@ pub mod jwks;
 pub mod metrics;
 pub mod mint;
 pub mod openapi;
+pub mod otlp_http;
 pub mod paging;
 pub mod problem;
 pub mod request_id;

@@ -15,7 +15,7 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue, global};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
@@ -79,12 +79,14 @@ fn tracer_provider(service_name: &'static str, export: Export) -> SdkTracerProvi
         Export::FromEnvironment => (
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(crate::otlp_http::OtlpHttpClient::new())
                 .build(),
             BatchConfigBuilder::default().build(),
         ),
         Export::To { traces_url, delay } => (
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(crate::otlp_http::OtlpHttpClient::new())
                 .with_endpoint(traces_url)
                 .build(),
             BatchConfigBuilder::default()
