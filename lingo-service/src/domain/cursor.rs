@@ -6,7 +6,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::is_storable;
+use crate::domain::text::is_storable;
 
 /// Position after the last row of a page, in the export's order
 /// `(updated_at, learner_id, language_code)`.

@@ -3,7 +3,7 @@
 use sqlx::PgExecutor;
 
 use crate::domain::catalogue::Language;
-use crate::domain::is_storable;
+use crate::domain::text::is_storable;
 use crate::error::Result;
 
 /// Every language, ordered by `code`.

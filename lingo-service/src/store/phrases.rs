@@ -5,7 +5,7 @@ use shared_auth::Paging;
 use sqlx::{PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
-use crate::domain::is_storable;
+use crate::domain::text::is_storable;
 use crate::error::Result;
 
 /// A phrase with the stats-cache columns of a `LEFT JOIN`; `has_stats` tells a missing cache

@@ -1,3 +1,6 @@
+//! `/healthz` and `/readyz`, a database that is down (503 problems, no hang), and unknown
+//! routes and methods answered as problems.
+
 use lingo_service::ServeConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::{auth_config, token};

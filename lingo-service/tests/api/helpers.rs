@@ -1,3 +1,6 @@
+//! The harness of the API tests: a migrated, seeded database per test, the service on port 0,
+//! and assertions for problems, content types and timestamps.
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
