@@ -92,7 +92,7 @@ for crate in "${crates[@]}"; do
   # The query macros only write their data when they run: make cargo recompile the crate.
   find "$crate/src" -name '*.rs' -exec touch {} +
   SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$fresh" DATABASE_URL="$(url "${schema}_app")" \
-    cargo check --quiet -p "$package" --all-targets
+    cargo check --quiet --locked -p "$package" --all-targets
 
   if [ "$mode" = write ]; then
     rm -f "$crate"/.sqlx/query-*.json
