@@ -6,7 +6,7 @@ use shared_auth::AuthConfig;
 
 /// Everything `serve` needs; also what tests build to start the service in-process.
 #[derive(clap::Args, Clone, Debug)]
-pub struct Config {
+pub struct ServeConfig {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "LINGO_LISTEN_ADDR", default_value = "127.0.0.1:8081")]
     pub listen_addr: SocketAddr,
@@ -38,7 +38,7 @@ pub struct Config {
     pub auth: AuthConfig,
 }
 
-impl Config {
+impl ServeConfig {
     /// A configuration with the defaults of the command line, for tests and embedding:
     /// listen on `listen_addr` (use `127.0.0.1:0` for a free port) as the runtime role.
     pub fn new(listen_addr: SocketAddr, database_url: impl Into<String>, auth: AuthConfig) -> Self {
@@ -54,6 +54,9 @@ impl Config {
         }
     }
 }
+
+/// The former name of [`ServeConfig`], kept while the gateway's tests still use it.
+pub type Config = ServeConfig;
 
 /// `migrate`: runs the migrations as the schema owner.
 #[derive(clap::Args, Clone, Debug)]

@@ -1,6 +1,6 @@
-//! Connections to the `lingo` schema. Every connection pins `search_path` to `lingo`, so the
-//! tables (and sqlx's migration history) live in the service's own schema whatever the role's
-//! defaults are.
+//! Connections to the `lingo` schema and its migrations. Every connection pins `search_path` to
+//! `lingo`, so the tables (and sqlx's migration history) live in the service's own schema
+//! whatever the role's defaults are.
 
 use std::time::Duration;
 
@@ -29,13 +29,6 @@ pub fn runtime_pool(
 
 pub async fn connect_one(url: &str) -> Result<PgConnection, sqlx::Error> {
     PgConnection::connect_with(&connect_options(url)?).await
-}
-
-/// Whether `text` can be compared with a Postgres `text` column. Postgres text cannot hold NUL,
-/// so such a value names nothing in the database; binding it would fail the whole query
-/// (SQLSTATE 22021) and turn a client's typo into a 500.
-pub fn is_storable(text: &str) -> bool {
-    !text.contains('\0')
 }
 
 /// Applies the migrations of `migrations/` as the schema owner (`lingo_owner`).

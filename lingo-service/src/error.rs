@@ -1,6 +1,12 @@
-//! The service's one error type: every failure becomes a problem. Database errors are mapped in
-//! one place: constraint names to 4xx, an unreachable database to 503, the rest to a logged 500.
+//! The service's one error type and its error codes: every failure becomes a problem.
+//!
+//! [`ErrorCode`] declares each lingo-specific `code` once (status, default detail, the text the
+//! OpenAPI document shows); the codes every service shares come from shared-auth. Database
+//! errors become a problem here too: a constraint a request can legitimately violate is named
+//! next to its statement in `store/` through [`on_constraint`], an unreachable database is a 503,
+//! anything else a 500 logged with its cause and rendered without it.
 
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use shared_auth::{AuthError, Problem};
 
@@ -21,18 +27,95 @@ pub enum Error {
 /// Seconds a client should wait before retrying when the database is unreachable.
 pub const RETRY_AFTER_SECS: u32 = 2;
 
-/// Constraint violations a request can legitimately cause (e.g. a language deleted by the
-/// pipeline between our check and our insert).
-fn on_constraint(name: &str) -> Option<Problem> {
-    match name {
-        "study_sessions_language_code_fkey" | "learner_language_totals_language_code_fkey" => {
-            Some(Problem::unprocessable(
-                "unknown_language",
-                "language_code",
-                "is not a known language",
-            ))
+/// Declares the codes once: the doc comment of a variant is its OpenAPI text.
+macro_rules! error_codes {
+    ($(
+        $(#[doc = $doc:literal])+
+        $variant:ident = ($code:literal, $status:ident, $detail:literal),
+    )+) => {
+        /// The `code`s only lingo answers with.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorCode {
+            $( $(#[doc = $doc])+ $variant, )+
         }
-        _ => None,
+
+        impl ErrorCode {
+            pub const ALL: &[ErrorCode] = &[$(Self::$variant),+];
+
+            /// The stable machine code of the contract.
+            pub const fn code(self) -> &'static str {
+                match self { $(Self::$variant => $code,)+ }
+            }
+
+            pub const fn status(self) -> StatusCode {
+                match self { $(Self::$variant => StatusCode::$status,)+ }
+            }
+
+            /// The human-readable `detail` the problem carries (for a code about one request
+            /// field, the message about that field).
+            pub const fn detail(self) -> &'static str {
+                match self { $(Self::$variant => $detail,)+ }
+            }
+
+            /// What the OpenAPI document says about the code (the variant's doc comment).
+            pub fn description(self) -> &'static str {
+                match self { $(Self::$variant => concat!($($doc),+).trim(),)+ }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// no phrase with this id
+    PhraseNotFound = ("phrase_not_found", NOT_FOUND, "no phrase with this id"),
+    /// no session with this id, or it is another learner's
+    StudySessionNotFound = ("study_session_not_found", NOT_FOUND, "no study session with this id"),
+    /// `language_code` is not a `code` of `GET /v1/lingo/languages`
+    UnknownLanguage = ("unknown_language", UNPROCESSABLE_ENTITY, "is not a language of GET /v1/lingo/languages"),
+    /// `cursor` is not a `next_cursor` of this endpoint
+    InvalidCursor = ("invalid_cursor", BAD_REQUEST, "cursor is not a next_cursor of this endpoint"),
+}
+
+impl ErrorCode {
+    /// The request field a code is about; the problem then lists it in `errors`, like every
+    /// 422 of the contract.
+    const fn field(self) -> Option<&'static str> {
+        match self {
+            Self::UnknownLanguage => Some("language_code"),
+            _ => None,
+        }
+    }
+}
+
+impl From<ErrorCode> for Problem {
+    fn from(code: ErrorCode) -> Self {
+        match code.field() {
+            Some(field) => Problem::unprocessable(code.code(), field, code.detail()),
+            None => Problem::new(code.status(), code.code()).with_detail(code.detail()),
+        }
+    }
+}
+
+impl From<ErrorCode> for Error {
+    fn from(code: ErrorCode) -> Self {
+        Self::Problem(code.into())
+    }
+}
+
+/// Maps a violation of `constraint` to `code` and passes every other error on unchanged; used
+/// on the one statement that can hit the constraint (a race the client caused, such as a
+/// language deleted by the pipeline between our check and our insert).
+pub fn on_constraint(constraint: &'static str, code: ErrorCode) -> impl Fn(sqlx::Error) -> Error {
+    move |error| {
+        let violated = error
+            .as_database_error()
+            .and_then(|db| db.constraint())
+            .is_some_and(|name| name == constraint);
+        if violated {
+            code.into()
+        } else {
+            Error::Database(error)
+        }
     }
 }
 
@@ -41,8 +124,9 @@ impl Error {
         match self {
             Self::Problem(problem) => problem.clone(),
             Self::Auth(error) => error.to_problem(),
+            // Constraints a request can cause were mapped at their statement (`on_constraint`).
             Self::Database(error) => {
-                shared_auth::db::database_problem(error, on_constraint, RETRY_AFTER_SECS)
+                shared_auth::db::database_problem(error, |_| None, RETRY_AFTER_SECS)
             }
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");
@@ -55,5 +139,42 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.to_problem().into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_snake_case_and_documented() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.code()), "{code:?} declared twice");
+            assert!(
+                code.code()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{code:?}"
+            );
+            assert!(code.status().is_client_error(), "{code:?}");
+            assert!(!code.description().is_empty() && !code.detail().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_field_code_lists_its_field_like_every_422() {
+        let problem = Problem::from(ErrorCode::UnknownLanguage);
+        assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            problem.detail.as_deref(),
+            Some("language_code is not a language of GET /v1/lingo/languages")
+        );
+        assert_eq!(problem.errors[0].field, "language_code");
+
+        let problem = Problem::from(ErrorCode::PhraseNotFound);
+        assert_eq!(problem.code, "phrase_not_found");
+        assert_eq!(problem.detail.as_deref(), Some("no phrase with this id"));
+        assert!(problem.errors.is_empty());
     }
 }

@@ -1,4 +1,4 @@
-//! lingo-service: the learning API of `/v1/lingo` (API.md section 3).
+//! lingo-service: the learning API of `/v1/lingo` (the contract is in docs/).
 //!
 //! It owns the `lingo` schema: the curated catalogue (languages, phrases, translations) and the
 //! analytics tables, which it only reads, and the learners' study sessions, totals and
@@ -6,152 +6,31 @@
 //! without the gateway). It must never read another service's schema, write the catalogue or
 //! analytics tables, or trust an identity that does not come from a verified token.
 //!
+//! Where things are: an endpoint's handler and OpenAPI annotation in `routes/<resource>.rs`, its
+//! SQL in `store/<aggregate>.rs`, the rules and resource shapes it uses in `domain/`, its error
+//! codes in `error.rs`, its documented problem responses in `problems.rs`; its tests in
+//! `tests/api/<resource>.rs`. `app.rs` assembles the service, `openapi.rs` the document.
+//!
 //! Embedding (tests of other crates): [`migrate`] as `lingo_owner`, optionally [`seed`] as
-//! `lingo_pipeline`, then [`Application::build`] with a [`config::Config`] for `lingo_app`.
+//! `lingo_pipeline`, then [`Application::build`] with a [`ServeConfig`] for `lingo_app`.
 
+pub mod app;
 pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error;
 pub mod idempotency;
 pub mod openapi;
+pub mod problems;
 pub mod routes;
 pub mod seed;
-pub mod time;
+pub mod state;
+pub mod store;
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
-use anyhow::Context;
-use axum::Router;
-use axum::extract::FromRef;
-use shared_auth::Verifier;
-use shared_auth::metrics::HttpMetrics;
-use sqlx::PgPool;
-use tokio::net::TcpListener;
-
-pub use config::Config;
+pub use app::{Application, MAX_BODY_BYTES, router};
+pub use config::{Config, ServeConfig};
 pub use db::migrate;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use openapi::openapi;
 pub use seed::{SeedSummary, seed, seed_with};
-
-/// Request bodies are small JSON objects (API.md: at most 16 KiB at the services).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
-
-/// How long `/readyz` waits for the database to answer.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub db: PgPool,
-    pub verifier: Arc<Verifier>,
-}
-
-impl FromRef<AppState> for Arc<Verifier> {
-    fn from_ref(state: &AppState) -> Self {
-        state.verifier.clone()
-    }
-}
-
-impl FromRef<AppState> for PgPool {
-    fn from_ref(state: &AppState) -> Self {
-        state.db.clone()
-    }
-}
-
-/// The whole HTTP surface: `/healthz`, `/readyz` and `/v1/lingo/...`, with the request-id and
-/// problem middleware outermost.
-pub fn app_router(state: AppState) -> Router {
-    let pools = vec![("primary", state.db.clone())];
-    let metrics = HttpMetrics::new("lingo", pools.clone());
-    metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
-    let routes = routes::router().merge(health);
-    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
-}
-
-/// A bound, ready-to-run service.
-pub struct Application {
-    listener: TcpListener,
-    local_addr: SocketAddr,
-    state: AppState,
-    cleanup_every: Duration,
-}
-
-impl Application {
-    /// Migrates first when `migrate_on_start` is set, builds the verifier and the (lazy) pool,
-    /// and binds `listen_addr` (port 0 picks a free port; see [`Application::port`]).
-    pub async fn build(config: Config) -> anyhow::Result<Self> {
-        if config.migrate_on_start {
-            let owner_url = config
-                .owner_database_url
-                .as_deref()
-                .context("LINGO_MIGRATE_ON_START needs LINGO_OWNER_DATABASE_URL")?;
-            migrate(owner_url).await.context("migrating on start")?;
-        }
-        let verifier = Verifier::from_config(&config.auth)
-            .await
-            .context("auth configuration")?;
-        let db = db::runtime_pool(
-            &config.database_url,
-            config.db_max_connections,
-            Duration::from_secs(config.db_acquire_timeout_secs),
-        )
-        .context("LINGO_DATABASE_URL")?;
-        let listener = TcpListener::bind(config.listen_addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
-        let local_addr = listener.local_addr()?;
-        Ok(Self {
-            listener,
-            local_addr,
-            state: AppState { db, verifier },
-            cleanup_every: Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
-        })
-    }
-
-    pub fn port(&self) -> u16 {
-        self.local_addr.port()
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The runtime pool (role `lingo_app`).
-    pub fn pool(&self) -> &PgPool {
-        &self.state.db
-    }
-
-    /// Serves until SIGINT or SIGTERM, then drains in-flight requests.
-    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.run_with_shutdown(shared_auth::telemetry::shutdown_signal())
-            .await
-    }
-
-    /// Serves until `signal` resolves, then drains in-flight requests.
-    pub async fn run_with_shutdown(
-        self,
-        signal: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
-        tracing::info!(addr = %self.local_addr, "lingo-service listening");
-        let cleanup = tokio::spawn(idempotency::cleanup_task(
-            self.state.db.clone(),
-            self.cleanup_every,
-        ));
-        let db = self.state.db.clone();
-        let router = app_router(self.state);
-        let served = axum::serve(self.listener, router)
-            .with_graceful_shutdown(signal)
-            .await;
-        cleanup.abort();
-        // Close connections cleanly so the database does not log aborted sessions.
-        db.close().await;
-        tracing::info!("lingo-service stopped");
-        served.context("serving HTTP")
-    }
-}
+pub use state::AppState;

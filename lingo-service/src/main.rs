@@ -1,7 +1,7 @@
 //! The `lingo-service` binary: parse the command line, start logging, run one subcommand.
 
 use clap::{Parser, Subcommand};
-use lingo_service::config::{Config, MigrateArgs, SeedArgs};
+use lingo_service::config::{MigrateArgs, SeedArgs, ServeConfig};
 use shared_auth::mint::MintArgs;
 use shared_auth::telemetry::{LogFormat, init_logging};
 
@@ -28,7 +28,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve the HTTP API.
-    Serve(Box<Config>),
+    Serve(Box<ServeConfig>),
     /// Apply the database migrations (as the schema owner).
     Migrate(MigrateArgs),
     /// Write the demo catalogue and analytics data (as the pipeline role); idempotent.
@@ -63,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The server also exports spans (when OTLP is configured); they are flushed on the way out.
-async fn serve(config: Config, log_format: LogFormat) -> anyhow::Result<()> {
+async fn serve(config: ServeConfig, log_format: LogFormat) -> anyhow::Result<()> {
     let telemetry = shared_auth::telemetry::init("lingo-service", log_format);
     let served = async {
         lingo_service::Application::build(config)

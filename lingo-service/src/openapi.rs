@@ -1,32 +1,25 @@
-//! The OpenAPI 3.1 document of `/v1/lingo`, generated from the handlers' annotations, and
-//! `GET /v1/lingo/openapi.json` serving it.
+//! The OpenAPI 3.1 document of `/v1/lingo` and `GET /v1/lingo/openapi.json` serving it.
 //!
-//! Responses every operation shares (401, 500, 503, the `x-request-id` header) are added by
-//! [`StandardResponses`] instead of being repeated on each handler.
-
-use std::sync::OnceLock;
+//! The paths come from the routers themselves (`routes::router()`, split with
+//! `split_for_parts`), so a route and its documentation are declared once. This module adds what
+//! no single route owns: the info, the tags, the `bearer` scheme, the `Problem` schema, and the
+//! responses every operation can give (401, 500, 503, the `x-request-id` header).
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Router, body::Bytes};
 use shared_auth::OptionalCaller;
-use shared_auth::openapi::BearerSecurity;
+use shared_auth::openapi::{BearerSecurity, ProblemDocument};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::{
-    ContentBuilder, ObjectBuilder, OpenApi as Document, Ref, RefOr, ResponseBuilder, Type,
-};
+use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};
 use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
-pub use shared_auth::openapi::ProblemDocument;
-
-use crate::AppState;
-use crate::routes::study_sessions;
-use crate::routes::{PREFIX, analytics, languages, phrases, progress, recommendations};
-
-/// Media type of every 4xx and 5xx body.
-pub const PROBLEM: &str = shared_auth::problem::PROBLEM_JSON;
+use crate::problems::{problem, string_header};
+use crate::routes;
+use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -36,20 +29,7 @@ pub const PROBLEM: &str = shared_auth::problem::PROBLEM_JSON;
                        (`application/problem+json`) with a stable `code`. Timestamps are RFC 3339 \
                        in UTC with a `Z`. Every response carries `x-request-id`."
     ),
-    paths(
-        languages::list,
-        phrases::list,
-        phrases::show,
-        progress::progress,
-        progress::xp,
-        study_sessions::create,
-        study_sessions::list,
-        study_sessions::show,
-        recommendations::list,
-        analytics::export,
-    ),
     components(schemas(ProblemDocument)),
-    modifiers(&BearerSecurity, &StandardResponses),
     tags(
         (name = "lingo", description = "Catalogue and the caller's learning"),
         (name = "lingo-analytics", description = "Exports for analytics tools (scope `lingo:analytics`)"),
@@ -57,27 +37,35 @@ pub const PROBLEM: &str = shared_auth::problem::PROBLEM_JSON;
 )]
 struct ApiDoc;
 
+/// The resource routes with the finished document, before the routes get their state.
+pub fn documented_routes() -> (Router<AppState>, Document) {
+    let (router, mut document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::router())
+        .split_for_parts();
+    document.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    BearerSecurity.modify(&mut document);
+    StandardResponses.modify(&mut document);
+    (router, document)
+}
+
 /// The full document of the service (info, the `bearer` scheme, every `/v1/lingo/...` path).
 /// Deterministic: the gateway compares the merged documents with a committed file.
 pub fn openapi() -> Document {
-    let mut document = ApiDoc::openapi();
-    document.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    document
+    documented_routes().1
 }
 
-pub fn router() -> Router<AppState> {
-    Router::new().route(&format!("{PREFIX}/openapi.json"), get(serve))
-}
-
-/// The document as JSON, rendered once.
-fn rendered() -> &'static Bytes {
-    static JSON: OnceLock<Bytes> = OnceLock::new();
-    JSON.get_or_init(|| Bytes::from(openapi().to_pretty_json().unwrap_or_default()))
+/// `GET /v1/lingo/openapi.json` serving `document`, rendered once.
+pub fn router(document: &Document) -> Router<AppState> {
+    let json = Bytes::from(document.to_pretty_json().unwrap_or_default());
+    Router::new().route(
+        &format!("{}/openapi.json", routes::PREFIX),
+        get(move |caller: OptionalCaller| serve(caller, json.clone())),
+    )
 }
 
 /// Public like the catalogue: no token needed, but an invalid one is refused (fail closed).
-async fn serve(OptionalCaller(_caller): OptionalCaller) -> Response {
-    let mut response = rendered().clone().into_response();
+async fn serve(OptionalCaller(_caller): OptionalCaller, json: Bytes) -> Response {
+    let mut response = json.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -119,19 +107,27 @@ fn add_standard_responses(operation: &mut Operation) {
         "`missing_token`, `invalid_authorization_header` or `invalid_token`: no valid bearer token"
     };
     let responses = &mut operation.responses.responses;
-    responses
-        .entry("401".to_owned())
-        .or_insert_with(|| problem(unauthorized, Some(www_authenticate())));
+    responses.entry("401".to_owned()).or_insert_with(|| {
+        RefOr::T(
+            problem(unauthorized)
+                .header("WWW-Authenticate", www_authenticate())
+                .build(),
+        )
+    });
     responses.entry("500".to_owned()).or_insert_with(|| {
-        problem(
-            "`internal_error`: an unexpected failure (details are logged, never sent)",
-            None,
+        RefOr::T(
+            problem("`internal_error`: an unexpected failure (details are logged, never sent)")
+                .build(),
         )
     });
     responses.entry("503".to_owned()).or_insert_with(|| {
-        problem(
-            "`database_unavailable`: the database cannot be reached; retry after `Retry-After` seconds",
-            Some(retry_after()),
+        RefOr::T(
+            problem(
+                "`database_unavailable`: the database cannot be reached; retry after \
+                 `Retry-After` seconds",
+            )
+            .header("Retry-After", retry_after())
+            .build(),
         )
     });
     for response in responses.values_mut() {
@@ -149,29 +145,6 @@ fn is_empty_requirement(requirement: &utoipa::openapi::security::SecurityRequire
         .is_ok_and(|value| value.as_object().is_some_and(|o| o.is_empty()))
 }
 
-fn problem(
-    description: &str,
-    header: Option<(&'static str, utoipa::openapi::header::Header)>,
-) -> RefOr<utoipa::openapi::Response> {
-    let mut builder = ResponseBuilder::new().description(description).content(
-        PROBLEM,
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("Problem")))
-            .build(),
-    );
-    if let Some((name, header)) = header {
-        builder = builder.header(name, header);
-    }
-    RefOr::T(builder.build())
-}
-
-fn string_header(description: &str) -> utoipa::openapi::header::Header {
-    HeaderBuilder::new()
-        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .description(Some(description))
-        .build()
-}
-
 fn request_id_header() -> utoipa::openapi::header::Header {
     string_header(
         "The request's id: the client's own `x-request-id` when it is 1 to 128 characters of \
@@ -179,26 +152,20 @@ fn request_id_header() -> utoipa::openapi::header::Header {
     )
 }
 
-fn www_authenticate() -> (&'static str, utoipa::openapi::header::Header) {
-    (
-        "WWW-Authenticate",
-        string_header(
-            "`Bearer realm=\"lingo-news\"`, with `error=\"invalid_request\"` or \
-             `error=\"invalid_token\", error_description=\"...\"` when a header was sent",
-        ),
+fn www_authenticate() -> utoipa::openapi::header::Header {
+    string_header(
+        "`Bearer realm=\"lingo-news\"`, with `error=\"invalid_request\"` or \
+         `error=\"invalid_token\", error_description=\"...\"` when a header was sent",
     )
 }
 
-fn retry_after() -> (&'static str, utoipa::openapi::header::Header) {
-    (
-        "Retry-After",
-        HeaderBuilder::new()
-            .schema(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::Integer)
-                    .minimum(Some(0)),
-            ))
-            .description(Some("Seconds to wait before retrying"))
-            .build(),
-    )
+fn retry_after() -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+        ))
+        .description(Some("Seconds to wait before retrying"))
+        .build()
 }

@@ -1,6 +1,14 @@
-//! The learning rules of API.md section 3 as small pure functions: XP per session, level from
-//! total XP, and streaks over UTC days. Handlers call these; nothing here touches I/O.
+//! The learning rules and the shapes clients see, with no I/O: XP per session, level from total
+//! XP, streaks over UTC days, the study-session input rules, the progress counters, the analytics
+//! cursor codec, and the resources `store/` returns and `routes/` serialise. Rules are small pure
+//! functions with their unit tests next to them.
 
+pub mod catalogue;
+pub mod cursor;
 pub mod level;
+pub mod progress;
 pub mod streak;
+pub mod study_session;
+pub mod text;
+pub mod time;
 pub mod xp;

@@ -1,24 +1,21 @@
 //! `GET /v1/lingo/languages`: the whole (small) list, not paged.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use shared_auth::OptionalCaller;
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::{AppState, Result};
+use crate::domain::catalogue::Language;
+use crate::error::Result;
+use crate::state::AppState;
+use crate::store;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/languages", get(list))
-}
-
-#[derive(Debug, Serialize, FromRow, ToSchema)]
-#[schema(example = json!({"code": "es", "name": "Spanish"}))]
-pub struct Language {
-    pub code: String,
-    pub name: String,
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
 /// Every language, ordered by `code`; not paged.
@@ -37,7 +34,7 @@ pub struct LanguageList {
 /// Every language of the catalogue.
 #[utoipa::path(
     get,
-    path = "/v1/lingo/languages",
+    path = "/languages",
     operation_id = "lingo_list_languages",
     tag = "lingo",
     security((), ("bearer" = [])),
@@ -50,25 +47,9 @@ async fn list(
     OptionalCaller(_caller): OptionalCaller,
     State(db): State<PgPool>,
 ) -> Result<Json<LanguageList>> {
-    let data = sqlx::query_as::<_, Language>("SELECT code, name FROM languages ORDER BY code")
-        .fetch_all(&db)
-        .await?;
+    let data = store::languages::list(&db).await?;
     Ok(Json(LanguageList {
         count: data.len(),
         data,
     }))
-}
-
-/// Whether `code` names a language of `GET /languages`.
-pub async fn exists<'e>(
-    executor: impl sqlx::PgExecutor<'e>,
-    code: &str,
-) -> std::result::Result<bool, sqlx::Error> {
-    if !crate::db::is_storable(code) {
-        return Ok(false);
-    }
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM languages WHERE code = $1)")
-        .bind(code)
-        .fetch_one(executor)
-        .await
 }

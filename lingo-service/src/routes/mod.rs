@@ -1,6 +1,8 @@
-//! One router per resource; all lingo resources live under `/v1/lingo` (the gateway proxies
-//! paths unchanged). Health checks (`/healthz`, `/readyz`) come from shared-auth, mounted in
-//! `lib.rs` with the pool they check.
+//! The HTTP surface of `/v1/lingo`, one module per resource. Each module is a leaf: it declares
+//! its handlers with their OpenAPI annotations in one `router()` (utoipa-axum's `routes!`), reads
+//! and writes through `store/`, applies the rules of `domain/`, and never imports another route
+//! module. The gateway proxies these paths unchanged. Health checks and the document itself are
+//! mounted around these routes by `app.rs`.
 
 pub mod analytics;
 pub mod languages;
@@ -9,21 +11,21 @@ pub mod progress;
 pub mod recommendations;
 pub mod study_sessions;
 
-use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
 
-use crate::AppState;
+use crate::state::AppState;
 
 pub const PREFIX: &str = "/v1/lingo";
 
-pub fn router() -> Router<AppState> {
-    let lingo = Router::new()
+/// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
+/// paths in the OpenAPI document.
+pub fn router() -> OpenApiRouter<AppState> {
+    let lingo = OpenApiRouter::new()
         .merge(languages::router())
         .merge(phrases::router())
         .merge(progress::router())
         .merge(study_sessions::router())
         .merge(recommendations::router())
         .merge(analytics::router());
-    Router::new()
-        .merge(crate::openapi::router())
-        .nest(PREFIX, lingo)
+    OpenApiRouter::new().nest(PREFIX, lingo)
 }

@@ -1,4 +1,7 @@
-use lingo_service::Config;
+//! `/healthz` and `/readyz`, a database that is down (503 problems, no hang), and unknown
+//! routes and methods answered as problems.
+
+use lingo_service::ServeConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::{auth_config, token};
 
@@ -26,7 +29,7 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
 #[tokio::test]
 async fn a_database_that_is_down_gives_503_problems_not_hangs() {
     // Nothing listens on port 1: the service starts anyway and reports itself not ready.
-    let mut config = Config::new(
+    let mut config = ServeConfig::new(
         local(),
         "postgres://lingo_app@127.0.0.1:1/lingo",
         auth_config(),

@@ -1,7 +1,10 @@
+//! The harness of the API tests: a migrated, seeded database per test, the service on port 0,
+//! and assertions for problems, content types and timestamps.
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
-use lingo_service::{Application, Config};
+use lingo_service::{Application, ServeConfig};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use serde_json::Value;
 use shared_auth::testing::{TestDatabase, auth_config};
@@ -37,7 +40,12 @@ async fn spawn(seed: bool) -> TestApp {
             .await
             .expect("seed");
     }
-    let address = serve(Config::new(local(), db.url_for("lingo_app"), auth_config())).await;
+    let address = serve(ServeConfig::new(
+        local(),
+        db.url_for("lingo_app"),
+        auth_config(),
+    ))
+    .await;
     TestApp {
         address,
         client: reqwest::Client::new(),
@@ -50,7 +58,7 @@ pub fn local() -> SocketAddr {
 }
 
 /// Starts the service in the background; returns its base URL.
-pub async fn serve(config: Config) -> String {
+pub async fn serve(config: ServeConfig) -> String {
     let app = Application::build(config).await.expect("build application");
     let address = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_with_shutdown(std::future::pending()));

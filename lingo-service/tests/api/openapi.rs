@@ -1,5 +1,5 @@
-//! `GET /v1/lingo/openapi.json`: the OpenAPI 3.1 document matches API.md section 3 (routes,
-//! auth per route), and the inputs contract fuzzing found to break the service stay fixed.
+//! `GET /v1/lingo/openapi.json`: the OpenAPI 3.1 document matches the contract (docs/): routes,
+//! auth per route, and the inputs contract fuzzing found to break the service stay fixed.
 
 use std::collections::BTreeSet;
 
@@ -15,7 +15,7 @@ enum Auth {
     Scope(&'static str),
 }
 
-/// Every lingo route of API.md with its auth column.
+/// Every lingo route of the contract with its auth column.
 const ROUTES: &[(&str, &str, Auth)] = &[
     ("get", "/v1/lingo/languages", Auth::Optional),
     ("get", "/v1/lingo/phrases", Auth::Optional),

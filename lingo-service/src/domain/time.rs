@@ -1,4 +1,5 @@
-//! Timestamps as the contract writes them: RFC 3339, UTC, whole seconds, with a `Z`.
+//! Timestamps as the contract writes them: RFC 3339, UTC, whole seconds, with a `Z` (serde
+//! helpers for the resources of this module tree).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serializer;

@@ -1,0 +1,129 @@
+//! The service skeleton: [`router`] (the whole HTTP surface) and [`Application`] (bind, serve,
+//! stop, and the idempotency cleanup task that runs alongside).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use shared_auth::Verifier;
+use shared_auth::metrics::HttpMetrics;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::config::ServeConfig;
+use crate::state::AppState;
+use crate::{db, error, idempotency, openapi};
+
+/// Request bodies are small JSON objects (the contract allows at most 16 KiB at the services).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// How long `/readyz` waits for the database to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The whole HTTP surface: `/healthz`, `/readyz`, `/v1/lingo/openapi.json` and the resources of
+/// `routes/`, with the request-id and problem middleware outermost.
+pub fn router(state: AppState) -> Router {
+    let pools = vec![("primary", state.db.clone())];
+    let metrics = HttpMetrics::new("lingo", pools.clone());
+    metrics.spawn_pool_sampler(Duration::from_secs(5));
+    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let (resources, document) = openapi::documented_routes();
+    let routes = resources.merge(openapi::router(&document)).merge(health);
+    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+}
+
+/// A bound, ready-to-run service.
+pub struct Application {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    state: AppState,
+    cleanup: AbortOnDrop,
+}
+
+impl Application {
+    /// Migrates first when `migrate_on_start` is set, builds the verifier and the (lazy) pool,
+    /// binds `listen_addr` (port 0 picks a free port; see [`Application::port`]) and starts the
+    /// sweep of expired `Idempotency-Key` records.
+    pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
+        if config.migrate_on_start {
+            let owner_url = config
+                .owner_database_url
+                .as_deref()
+                .context("LINGO_MIGRATE_ON_START needs LINGO_OWNER_DATABASE_URL")?;
+            db::migrate(owner_url).await.context("migrating on start")?;
+        }
+        let verifier = Verifier::from_config(&config.auth)
+            .await
+            .context("auth configuration")?;
+        let db = db::runtime_pool(
+            &config.database_url,
+            config.db_max_connections,
+            Duration::from_secs(config.db_acquire_timeout_secs),
+        )
+        .context("LINGO_DATABASE_URL")?;
+        let listener = TcpListener::bind(config.listen_addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
+        let local_addr = listener.local_addr()?;
+        let cleanup_every = Duration::from_secs(config.idempotency_cleanup_secs.max(1));
+        let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
+            db.clone(),
+            cleanup_every,
+        )));
+        Ok(Self {
+            listener,
+            local_addr,
+            state: AppState { db, verifier },
+            cleanup,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.local_addr.port()
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The runtime pool (role `lingo_app`).
+    pub fn pool(&self) -> &PgPool {
+        &self.state.db
+    }
+
+    /// Serves until SIGINT or SIGTERM, then drains in-flight requests.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.run_with_shutdown(shared_auth::telemetry::shutdown_signal())
+            .await
+    }
+
+    /// Serves until `signal` resolves, then drains in-flight requests.
+    pub async fn run_with_shutdown(
+        self,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        tracing::info!(addr = %self.local_addr, "lingo-service listening");
+        let db = self.state.db.clone();
+        let served = axum::serve(self.listener, router(self.state))
+            .with_graceful_shutdown(signal)
+            .await;
+        drop(self.cleanup);
+        // Close connections cleanly so the database does not log aborted sessions.
+        db.close().await;
+        tracing::info!("lingo-service stopped");
+        served.context("serving HTTP")
+    }
+}
+
+/// Aborts the task when dropped: an application built and never run, or one that stopped,
+/// leaves no sweep behind.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,88 @@
+//! The analytics export's keyset cursor: the position after the last row of a page, written as
+//! base64url (no padding) of a small JSON object, so it is opaque to clients and easy to debug.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::text::is_storable;
+
+/// Position after the last row of a page, in the export's order
+/// `(updated_at, learner_id, language_code)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// `updated_at` in microseconds since the epoch (Postgres precision, so no row is skipped).
+    #[serde(rename = "u")]
+    pub updated_at_micros: i64,
+    #[serde(rename = "l")]
+    pub learner_id: String,
+    #[serde(rename = "c")]
+    pub language_code: String,
+}
+
+impl Cursor {
+    pub fn after(updated_at: DateTime<Utc>, learner_id: &str, language_code: &str) -> Self {
+        Self {
+            updated_at_micros: updated_at.timestamp_micros(),
+            learner_id: learner_id.to_owned(),
+            language_code: language_code.to_owned(),
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// `None` for anything [`Cursor::encode`] cannot have written, including values that name
+    /// nothing storable.
+    pub fn decode(text: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        let cursor: Self = serde_json::from_slice(&bytes).ok()?;
+        let storable = is_storable(&cursor.learner_id) && is_storable(&cursor.language_code);
+        (storable && cursor.updated_at().is_some()).then_some(cursor)
+    }
+
+    pub fn updated_at(&self) -> Option<DateTime<Utc>> {
+        DateTime::from_timestamp_micros(self.updated_at_micros)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trip() {
+        let cursor = Cursor {
+            updated_at_micros: 1_790_000_000_123_456,
+            learner_id: "learner/ü 1".into(),
+            language_code: "es".into(),
+        };
+        let text = cursor.encode();
+        assert!(
+            text.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_eq!(Cursor::decode(&text), Some(cursor));
+    }
+
+    #[test]
+    fn bad_cursors_do_not_decode() {
+        let not_json = URL_SAFE_NO_PAD.encode(b"hello");
+        let wrong_shape = URL_SAFE_NO_PAD.encode(br#"{"u":"x","l":"a","c":"es"}"#);
+        let out_of_range = URL_SAFE_NO_PAD.encode(br#"{"u":9223372036854775807,"l":"a","c":"es"}"#);
+        let nul = URL_SAFE_NO_PAD.encode(br#"{"u":0,"l":"a\u0000b","c":"es"}"#);
+        for text in [
+            "",
+            "!!!",
+            "abc=",
+            not_json.as_str(),
+            wrong_shape.as_str(),
+            out_of_range.as_str(),
+            nul.as_str(),
+        ] {
+            assert_eq!(Cursor::decode(text), None, "{text:?}");
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The catalogue of problem responses the OpenAPI annotations list: one `IntoResponses` type per
+//! error set, named for what it covers, so a handler says `responses((status = 200, ...),
+//! PagingProblems)` instead of repeating the same lines. What every operation can answer (401,
+//! 500, 503) is added to all of them by `openapi.rs`.
+
+use std::collections::BTreeMap;
+
+use shared_auth::problem::PROBLEM_JSON;
+use utoipa::IntoResponses;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Response, ResponseBuilder, Type};
+
+use crate::error::ErrorCode;
+
+type Responses = BTreeMap<String, RefOr<Response>>;
+
+/// A problem response: `description` says which `code`s it carries and when.
+pub fn problem(description: &str) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        PROBLEM_JSON,
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    )
+}
+
+/// A string response header with its description.
+pub fn string_header(description: &str) -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(description))
+        .build()
+}
+
+fn of_code(code: ErrorCode) -> String {
+    format!("`{}`: {}", code.code(), code.description())
+}
+
+fn responses<const N: usize>(entries: [(u16, ResponseBuilder); N]) -> Responses {
+    entries
+        .into_iter()
+        .map(|(status, response)| (status.to_string(), RefOr::T(response.build())))
+        .collect()
+}
+
+/// 400 `invalid_query` of an offset-paged list.
+pub struct PagingProblems;
+
+impl IntoResponses for PagingProblems {
+    fn responses() -> Responses {
+        responses([(
+            400,
+            problem("`invalid_query`: `limit` or `offset` is not an integer or out of range"),
+        )])
+    }
+}
+
+/// 404 `phrase_not_found`.
+pub struct PhraseProblems;
+
+impl IntoResponses for PhraseProblems {
+    fn responses() -> Responses {
+        responses([(404, problem(&of_code(ErrorCode::PhraseNotFound)))])
+    }
+}
+
+/// 404 `study_session_not_found`.
+pub struct StudySessionProblems;
+
+impl IntoResponses for StudySessionProblems {
+    fn responses() -> Responses {
+        responses([(404, problem(&of_code(ErrorCode::StudySessionNotFound)))])
+    }
+}
+
+/// A JSON create with an optional `Idempotency-Key` that can also name an unknown language.
+pub struct CreateStudySessionProblems;
+
+impl IntoResponses for CreateStudySessionProblems {
+    fn responses() -> Responses {
+        let unprocessable = format!(
+            "`validation_failed` (a field is missing, of the wrong type, unknown or out of \
+             range; see `errors`), `{}`, or `idempotency_key_reused` (the key was used with \
+             another body)",
+            ErrorCode::UnknownLanguage.code()
+        );
+        responses([
+            (
+                400,
+                problem(
+                    "`malformed_json`: the body is not JSON; `invalid_idempotency_key`: the \
+                     `Idempotency-Key` header is malformed or repeated",
+                ),
+            ),
+            (
+                409,
+                problem(
+                    "`idempotency_key_in_use`: a request with this `Idempotency-Key` is still \
+                     running; retry later",
+                ),
+            ),
+            (413, problem("`payload_too_large`: the body exceeds 16 KiB")),
+            (
+                415,
+                problem("`unsupported_media_type`: the body is not `application/json`"),
+            ),
+            (422, problem(&unprocessable)),
+        ])
+    }
+}
+
+/// The analytics export: its query and cursor, and the scope it needs.
+pub struct ExportProblems;
+
+impl IntoResponses for ExportProblems {
+    fn responses() -> Responses {
+        let bad_request = format!(
+            "`invalid_query`: `limit` or `updated_since` is malformed or out of range; {}",
+            of_code(ErrorCode::InvalidCursor)
+        );
+        let forbidden =
+            problem("`insufficient_scope`: the token lacks the `lingo:analytics` scope").header(
+                "WWW-Authenticate",
+                string_header(
+                    "`Bearer realm=\"lingo-news\", error=\"insufficient_scope\", \
+                 scope=\"lingo:analytics\"`",
+                ),
+            );
+        responses([(400, problem(&bad_request)), (403, forbidden)])
+    }
+}

@@ -1,0 +1,139 @@
+//! Per learner and language totals (`learner_language_totals`) and the study days behind the
+//! streaks: what `GET /me/progress`, `GET /me/xp` and the analytics export read.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
+
+use crate::domain::cursor::Cursor;
+use crate::domain::level::level_for_xp;
+use crate::domain::progress::{Counters, LanguageProgress, LanguageXp, LearnerProgress, accuracy};
+use crate::error::Result;
+
+/// One row of `learner_language_totals`.
+#[derive(FromRow)]
+struct TotalsRow {
+    learner_id: String,
+    language_code: String,
+    sessions: i64,
+    total_duration_seconds: i64,
+    phrases_seen: i64,
+    phrases_correct: i64,
+    xp: i64,
+    first_studied_at: DateTime<Utc>,
+    last_studied_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TotalsRow {
+    fn language_progress(self) -> LanguageProgress {
+        LanguageProgress {
+            language_code: self.language_code,
+            counters: Counters {
+                sessions: self.sessions,
+                total_duration_seconds: self.total_duration_seconds,
+                phrases_seen: self.phrases_seen,
+                phrases_correct: self.phrases_correct,
+                accuracy: accuracy(self.phrases_seen, self.phrases_correct),
+                xp: self.xp,
+                first_studied_at: Some(self.first_studied_at),
+                last_studied_at: Some(self.last_studied_at),
+            },
+        }
+    }
+}
+
+/// A learner's totals per language (ordered by `language_code`) and the UTC days with a
+/// session (any order).
+pub struct LearnerTotals {
+    pub languages: Vec<LanguageProgress>,
+    pub study_days: Vec<NaiveDate>,
+}
+
+/// Reads both from one snapshot, so the totals and the study days agree under concurrent writes.
+pub async fn learner_totals(db: &PgPool, learner_id: &str) -> Result<LearnerTotals> {
+    let mut tx = db.begin().await?;
+    sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query_as!(
+        TotalsRow,
+        "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
+           phrases_correct, xp, first_studied_at, last_studied_at, updated_at \
+         FROM learner_language_totals WHERE learner_id = $1 ORDER BY language_code",
+        learner_id
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let study_days = sqlx::query_scalar!(
+        r#"SELECT DISTINCT (created_at AT TIME ZONE 'UTC')::date AS "day!"
+           FROM study_sessions WHERE learner_id = $1"#,
+        learner_id
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(LearnerTotals {
+        languages: rows.into_iter().map(TotalsRow::language_progress).collect(),
+        study_days,
+    })
+}
+
+/// A learner's XP and level per language, ordered by `language_code`.
+pub async fn xp_by_language<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+) -> Result<Vec<LanguageXp>> {
+    let rows = sqlx::query!(
+        "SELECT language_code, xp FROM learner_language_totals \
+         WHERE learner_id = $1 ORDER BY language_code",
+        learner_id
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| LanguageXp {
+            level: level_for_xp(row.xp),
+            language_code: row.language_code,
+            xp: row.xp,
+        })
+        .collect())
+}
+
+/// One page of the analytics export in keyset order `(updated_at, learner_id, language_code)`:
+/// rows changed at or after `since`, after `cursor`; `limit` rows, plus one when there are more.
+pub async fn export_page<'e>(
+    db: impl PgExecutor<'e>,
+    since: Option<DateTime<Utc>>,
+    cursor: Option<&Cursor>,
+    limit: i64,
+) -> Result<Vec<LearnerProgress>> {
+    let mut sql = QueryBuilder::<Postgres>::new(
+        "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
+           phrases_correct, xp, first_studied_at, last_studied_at, updated_at \
+         FROM learner_language_totals WHERE TRUE",
+    );
+    if let Some(since) = since {
+        sql.push(" AND updated_at >= ").push_bind(since);
+    }
+    if let Some(cursor) = cursor {
+        sql.push(" AND (updated_at, learner_id, language_code) > (")
+            .push_bind(cursor.updated_at())
+            .push(", ")
+            .push_bind(cursor.learner_id.clone())
+            .push(", ")
+            .push_bind(cursor.language_code.clone())
+            .push(")");
+    }
+    sql.push(" ORDER BY updated_at, learner_id, language_code LIMIT ")
+        .push_bind(limit);
+    let rows = sql.build_query_as::<TotalsRow>().fetch_all(db).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| LearnerProgress {
+            learner_id: row.learner_id.clone(),
+            updated_at: row.updated_at,
+            progress: row.language_progress(),
+        })
+        .collect())
+}

@@ -1,0 +1,129 @@
+//! The learners' study sessions and the totals each one updates (`learners`,
+//! `learner_language_totals`), written in one transaction.
+
+use shared_auth::Paging;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use crate::domain::study_session::{StudySession, StudySessionCreated, StudySessionInput};
+use crate::domain::xp::session_xp;
+use crate::error::{ErrorCode, Result, on_constraint};
+
+/// Writes the session and the learner's totals. The learner row is upserted first: its row lock
+/// serialises this learner's concurrent writes, so none is lost and `total_xp` before and after
+/// this session are exact. `input` must be validated.
+pub async fn record(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    input: &StudySessionInput,
+) -> Result<StudySessionCreated> {
+    let xp = session_xp(input.phrases_seen, input.phrases_correct);
+    let total_xp = sqlx::query_scalar!(
+        "INSERT INTO learners AS l (learner_id, total_xp, sessions, updated_at) \
+         VALUES ($1, $2, 1, clock_timestamp()) \
+         ON CONFLICT (learner_id) DO UPDATE SET \
+           total_xp = l.total_xp + EXCLUDED.total_xp, \
+           sessions = l.sessions + 1, \
+           updated_at = EXCLUDED.updated_at \
+         RETURNING total_xp",
+        learner_id,
+        xp,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+
+    // Validated input fits the integer columns.
+    let session = sqlx::query_as!(
+        StudySession,
+        "INSERT INTO study_sessions \
+           (id, learner_id, language_code, duration_seconds, phrases_seen, phrases_correct, \
+            xp_awarded, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp()) \
+         RETURNING id, language_code, duration_seconds, phrases_seen, phrases_correct, \
+           xp_awarded, created_at",
+        Uuid::now_v7(),
+        learner_id,
+        input.language_code,
+        input.duration_seconds as i32,
+        input.phrases_seen as i32,
+        input.phrases_correct as i32,
+        xp as i32,
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(on_constraint(
+        "study_sessions_language_code_fkey",
+        ErrorCode::UnknownLanguage,
+    ))?;
+
+    sqlx::query!(
+        "INSERT INTO learner_language_totals AS t \
+           (learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
+            phrases_correct, xp, first_studied_at, last_studied_at, updated_at) \
+         VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, $7) \
+         ON CONFLICT (learner_id, language_code) DO UPDATE SET \
+           sessions = t.sessions + 1, \
+           total_duration_seconds = t.total_duration_seconds + EXCLUDED.total_duration_seconds, \
+           phrases_seen = t.phrases_seen + EXCLUDED.phrases_seen, \
+           phrases_correct = t.phrases_correct + EXCLUDED.phrases_correct, \
+           xp = t.xp + EXCLUDED.xp, \
+           first_studied_at = LEAST(t.first_studied_at, EXCLUDED.first_studied_at), \
+           last_studied_at = GREATEST(t.last_studied_at, EXCLUDED.last_studied_at), \
+           updated_at = GREATEST(t.updated_at, EXCLUDED.updated_at)",
+        learner_id,
+        input.language_code,
+        input.duration_seconds,
+        input.phrases_seen,
+        input.phrases_correct,
+        xp,
+        session.created_at,
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(on_constraint(
+        "learner_language_totals_language_code_fkey",
+        ErrorCode::UnknownLanguage,
+    ))?;
+
+    Ok(StudySessionCreated::new(session, total_xp))
+}
+
+/// One page (plus one row) of `learner_id`'s sessions, newest first.
+pub async fn list_for<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    paging: Paging,
+) -> Result<Vec<StudySession>> {
+    let sessions = sqlx::query_as!(
+        StudySession,
+        "SELECT id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, \
+           created_at \
+         FROM study_sessions WHERE learner_id = $1 \
+         ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3",
+        learner_id,
+        paging.fetch_limit(),
+        paging.offset,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(sessions)
+}
+
+/// The session `id` when it is `learner_id`'s.
+pub async fn find_for<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    id: Uuid,
+) -> Result<Option<StudySession>> {
+    let session = sqlx::query_as!(
+        StudySession,
+        "SELECT id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, \
+           created_at \
+         FROM study_sessions WHERE id = $1 AND learner_id = $2",
+        id,
+        learner_id,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(session)
+}
