@@ -42,7 +42,7 @@ impl Error {
             Self::Problem(problem) => problem.clone(),
             Self::Auth(error) => error.to_problem(),
             Self::Database(error) => {
-                shared_auth::db::database_problem(error, on_constraint, RETRY_AFTER_SECS)
+                shared_auth::pg::pool::database_problem(error, on_constraint, RETRY_AFTER_SECS)
             }
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");

@@ -2,7 +2,7 @@
 //! [`shared_auth::idempotency`] (table `idempotency_keys` of this schema), in lingo's own
 //! advisory-lock space. A background task ([`cleanup_task`]) sweeps expired records.
 
-pub use shared_auth::idempotency::{
+pub use shared_auth::pg::idempotency::{
     Begin, StoredResponse, cleanup_expired, cleanup_task, complete, key_from_headers, request_hash,
 };
 use sqlx::PgConnection;
@@ -17,5 +17,5 @@ pub async fn begin(
     key: &str,
     request_hash: &[u8],
 ) -> crate::Result<Begin> {
-    shared_auth::idempotency::begin(tx, LOCK_SCOPE, learner_id, key, request_hash).await
+    shared_auth::pg::idempotency::begin(tx, LOCK_SCOPE, learner_id, key, request_hash).await
 }

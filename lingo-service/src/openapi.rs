@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Router, body::Bytes};
 use shared_auth::OptionalCaller;
-use shared_auth::openapi::BearerSecurity;
+use shared_auth::http::openapi::BearerSecurity;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::{
@@ -19,14 +19,14 @@ use utoipa::openapi::{
 };
 use utoipa::{Modify, OpenApi};
 
-pub use shared_auth::openapi::ProblemDocument;
+pub use shared_auth::http::openapi::ProblemDocument;
 
 use crate::AppState;
 use crate::routes::study_sessions;
 use crate::routes::{PREFIX, analytics, languages, phrases, progress, recommendations};
 
 /// Media type of every 4xx and 5xx body.
-pub const PROBLEM: &str = shared_auth::problem::PROBLEM_JSON;
+pub const PROBLEM: &str = shared_auth::http::problem::PROBLEM_JSON;
 
 #[derive(OpenApi)]
 #[openapi(
