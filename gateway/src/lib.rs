@@ -186,7 +186,7 @@ fn router(state: AppState, cors: Option<CorsLayer>) -> Router {
             metrics::track,
         ))
         .layer(axum::middleware::from_fn(
-            shared_auth::request_id::request_context,
+            shared_auth::http::request_id::request_context,
         ))
         .with_state(state)
 }

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use gateway::Application;
 use gateway::config::GatewayConfig;
-use shared_auth::mint::{MintArgs, mint};
+use shared_auth::auth::mint::{MintArgs, mint};
 use shared_auth::telemetry::{self, LogFormat};
 
 #[derive(Parser)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use shared_auth::Verifier;
-use shared_auth::metrics::HttpMetrics;
+use shared_auth::http::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -29,10 +29,10 @@ pub fn router(state: AppState) -> Router {
     let pools = vec![("primary", state.db.clone())];
     let metrics = HttpMetrics::new("lingo", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
     let (resources, document) = openapi::documented_routes();
     let routes = resources.merge(openapi::router(&document)).merge(health);
-    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
 /// A bound, ready-to-run service.

@@ -10,7 +10,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 pub const SCHEMA: &str = "lingo";
 
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    shared_auth::db::connect_options(url, SCHEMA)
+    shared_auth::pg::pool::connect_options(url, SCHEMA)
 }
 
 /// The runtime pool. Lazy, so the service starts (and `/readyz` reports 503) while the database
@@ -20,7 +20,7 @@ pub fn runtime_pool(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
-    Ok(shared_auth::db::lazy_pool(
+    Ok(shared_auth::pg::pool::lazy_pool(
         connect_options(url)?,
         max_connections,
         acquire_timeout,

@@ -126,7 +126,7 @@ impl Error {
             Self::Auth(error) => error.to_problem(),
             // Constraints a request can cause were mapped at their statement (`on_constraint`).
             Self::Database(error) => {
-                shared_auth::db::database_problem(error, |_| None, RETRY_AFTER_SECS)
+                shared_auth::pg::pool::database_problem(error, |_| None, RETRY_AFTER_SECS)
             }
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");

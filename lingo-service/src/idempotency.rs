@@ -6,8 +6,8 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use shared_auth::idempotency::{Begin, begin, complete, request_hash};
-pub use shared_auth::idempotency::{cleanup_expired, cleanup_task, key_from_headers};
+use shared_auth::pg::idempotency::{Begin, begin, complete, request_hash};
+pub use shared_auth::pg::idempotency::{cleanup_expired, cleanup_task, key_from_headers};
 use sqlx::{PgConnection, PgPool};
 
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use lingo_service::config::{MigrateArgs, SeedArgs, ServeConfig};
-use shared_auth::mint::MintArgs;
+use shared_auth::auth::mint::MintArgs;
 use shared_auth::telemetry::{LogFormat, init_logging};
 
 #[derive(Parser, Debug)]
@@ -56,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::MintToken(args) => {
-            println!("{}", shared_auth::mint::mint(&args)?);
+            println!("{}", shared_auth::auth::mint::mint(&args)?);
             Ok(())
         }
     }

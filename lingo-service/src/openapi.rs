@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Router, body::Bytes};
 use shared_auth::OptionalCaller;
-use shared_auth::openapi::{BearerSecurity, ProblemDocument};
+use shared_auth::http::openapi::{BearerSecurity, ProblemDocument};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use shared_auth::problem::PROBLEM_JSON;
+use shared_auth::http::problem::PROBLEM_JSON;
 use utoipa::IntoResponses;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Response, ResponseBuilder, Type};

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use shared_auth::AuthConfig;
-use shared_auth::mint::MintArgs;
+use shared_auth::auth::mint::MintArgs;
 use shared_auth::telemetry::LogFormat;
 
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8082";

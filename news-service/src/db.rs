@@ -12,13 +12,13 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(shared_auth::db::connect_options(url, "news")?.application_name(application_name))
+    Ok(shared_auth::pg::pool::connect_options(url, "news")?.application_name(application_name))
 }
 
 /// A pool that connects on first use, so the service starts (and answers `/readyz` 503) while
 /// the database is still down.
 pub fn lazy_pool(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
-    Ok(shared_auth::db::lazy_pool(
+    Ok(shared_auth::pg::pool::lazy_pool(
         connect_options(url, name)?,
         max_connections,
         ACQUIRE_TIMEOUT,

@@ -52,7 +52,7 @@ fn on_constraint(name: &str) -> Option<Problem> {
 pub const RETRY_AFTER_SECS: u32 = 5;
 
 fn database_problem(error: &sqlx::Error) -> Problem {
-    shared_auth::db::database_problem(error, on_constraint, RETRY_AFTER_SECS)
+    shared_auth::pg::pool::database_problem(error, on_constraint, RETRY_AFTER_SECS)
 }
 
 impl IntoResponse for Error {

@@ -3,7 +3,7 @@
 //! advisory-lock space. The record commits in the same transaction as the comment, so a failed
 //! request stores nothing.
 
-pub use shared_auth::idempotency::{Begin, complete, key_from_headers, request_hash};
+pub use shared_auth::pg::idempotency::{Begin, complete, key_from_headers, request_hash};
 use sqlx::PgConnection;
 
 use crate::error::Result;
@@ -13,7 +13,7 @@ const LOCK_SCOPE: &str = "news-comments";
 
 /// The advisory lock id a request holds on (caller, key) while it runs.
 pub fn lock_key(caller: &str, key: &str) -> i64 {
-    shared_auth::idempotency::lock_key(LOCK_SCOPE, caller, key)
+    shared_auth::pg::idempotency::lock_key(LOCK_SCOPE, caller, key)
 }
 
 /// Takes the key for this transaction and looks for an earlier answer (see the shared module).
@@ -23,5 +23,5 @@ pub async fn begin(
     key: &str,
     request_hash: &[u8],
 ) -> Result<Begin> {
-    shared_auth::idempotency::begin(tx, LOCK_SCOPE, caller, key, request_hash).await
+    shared_auth::pg::idempotency::begin(tx, LOCK_SCOPE, caller, key, request_hash).await
 }

@@ -108,12 +108,12 @@ impl<T: Upsert> Pending<T> {
         let records: Vec<T> = self.rows.iter().map(|(_, r)| r.clone()).collect();
         match T::upsert(pool, &records).await {
             Ok(done) => counts.add(done),
-            Err(error) if shared_auth::db::is_unavailable(&error) => return Err(error.into()),
+            Err(error) if shared_auth::pg::pool::is_unavailable(&error) => return Err(error.into()),
             Err(_) => {
                 for (line, record) in &self.rows {
                     match T::upsert(pool, std::slice::from_ref(record)).await {
                         Ok(done) => counts.add(done),
-                        Err(error) if shared_auth::db::is_unavailable(&error) => {
+                        Err(error) if shared_auth::pg::pool::is_unavailable(&error) => {
                             return Err(error.into());
                         }
                         Err(error) => bad.push(BadLine {

@@ -28,7 +28,7 @@ use axum::Router;
 use axum::extract::FromRef;
 use axum::routing::get;
 use shared_auth::Verifier;
-use shared_auth::metrics::HttpMetrics;
+use shared_auth::http::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 
@@ -86,9 +86,9 @@ pub fn router(state: AppState) -> Router {
     ];
     let metrics = HttpMetrics::new("news", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
     let routes = Router::new().nest("/v1/news", api).merge(health);
-    shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
 /// A bound, ready-to-run news service.

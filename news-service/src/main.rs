@@ -49,7 +49,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(2));
             }
         }
-        Command::MintToken(args) => println!("{}", shared_auth::mint::mint(&args)?),
+        Command::MintToken(args) => println!("{}", shared_auth::auth::mint::mint(&args)?),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use shared_auth::OptionalCaller;
-use shared_auth::openapi::{BearerSecurity, ProblemDocument};
+use shared_auth::http::openapi::{BearerSecurity, ProblemDocument};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response as ApiResponse, ResponseBuilder};

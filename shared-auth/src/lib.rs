@@ -1,36 +1,27 @@
 //! shared-auth: the one library every binary links.
 //!
-//! It owns bearer-token verification (HS256 secret, JWKS file or URL with rotation), the axum
-//! extractors for a required or optional caller, and the RFC 9457 problem type every refusal is
-//! written in, plus the request plumbing all three binaries need (request ids, strict JSON and
-//! query extractors, paging, logging, shutdown, database availability, `Idempotency-Key` records,
-//! health checks). It owns no resource routes and no data of its own: it must never learn about
-//! lingo or news resources.
+//! It owns what the gateway and both services must do identically: bearer-token verification
+//! and the caller extractors (`auth`, the heart), the HTTP plumbing every answer goes through
+//! (`http`: RFC 9457 problems and their typed codes, request ids, strict JSON and query
+//! extractors, paging, the layer stack, request metrics, OpenAPI pieces), PostgreSQL pools,
+//! readiness, `Idempotency-Key` records and pool metrics (`pg`, feature `postgres`, so the
+//! gateway links no database driver), logging and tracing (`telemetry`), and the test harness
+//! (`testing`, feature `testing`). It owns no resource routes and no data of its own: it must
+//! never learn about lingo or news resources, and `auth` and `http` must never need a database.
 
-pub mod claims;
-pub mod db;
-pub mod extract;
-pub mod health;
-pub mod idempotency;
-pub mod json;
-pub mod jwks;
-pub mod metrics;
-pub mod mint;
-pub mod openapi;
-pub mod otlp_http;
-pub mod paging;
-pub mod problem;
-pub mod request_id;
-pub mod stack;
+pub mod auth;
+pub mod http;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod telemetry;
-pub mod verify;
-
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use claims::{Caller, Claims};
-pub use extract::{OptionalCaller, RequiredCaller};
-pub use json::{Json, Query};
-pub use paging::{Page, PageQuery, Paging};
-pub use problem::{FieldError, Problem};
-pub use verify::{AuthConfig, AuthError, Verifier, bearer_token};
+pub use auth::claims::{Caller, Claims};
+pub use auth::error::AuthError;
+pub use auth::extract::{OptionalCaller, RequiredCaller};
+pub use auth::verify::{AuthConfig, Verifier, bearer_token};
+pub use http::codes::{ErrorCode, SharedCode};
+pub use http::json::{Json, Query};
+pub use http::paging::{Page, PageQuery, Paging};
+pub use http::problem::{FieldError, Problem};

@@ -241,7 +241,7 @@ async fn the_front_door_refuses_and_identifies_requests() {
 #[test]
 fn committed_openapi_document_matches_the_code() {
     let generated =
-        shared_auth::openapi::merge([lingo_service::openapi(), news_service::openapi()]);
+        shared_auth::http::openapi::merge([lingo_service::openapi(), news_service::openapi()]);
     let generated = serde_json::to_string_pretty(&generated).unwrap() + "\n";
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json");
     if std::env::var_os("UPDATE_OPENAPI").is_some() {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::problem::Problem;
+use crate::http::problem::Problem;
 
 pub const DEFAULT_LIMIT: i64 = 20;
 pub const MAX_LIMIT: i64 = 100;

@@ -6,17 +6,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
-use crate::claims::{Caller, Claims};
-use crate::jwks::{JwksSource, JwksStore};
-use crate::problem::Problem;
+use crate::auth::claims::{Caller, Claims};
+use crate::auth::error::{AuthError, ConfigError};
+use crate::auth::jwks::{JwksSource, JwksStore};
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
-const REALM: &str = "Bearer realm=\"lingo-news\"";
 
 /// Key configuration, read from the environment by every binary (and by `mint-token`).
 #[derive(clap::Args, Clone, Debug)]
@@ -69,81 +68,6 @@ impl AuthConfig {
             auth_jwks_min_refresh_secs: 30,
             auth_leeway_secs: 60,
         }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("unknown algorithm {0:?} in AUTH_ALGORITHMS (use HS256, RS256, ES256, EdDSA)")]
-    UnknownAlgorithm(String),
-    #[error("AUTH_ALGORITHMS is empty")]
-    NoAlgorithms,
-    #[error("HS256 is allowed but AUTH_HS256_SECRET is not set")]
-    MissingSecret,
-    #[error("AUTH_HS256_SECRET must be at least 32 bytes")]
-    WeakSecret,
-    #[error(
-        "an asymmetric algorithm is allowed but neither AUTH_JWKS_FILE nor AUTH_JWKS_URL is set"
-    )]
-    MissingJwks,
-    #[error("set only one of AUTH_JWKS_FILE and AUTH_JWKS_URL")]
-    TwoJwksSources,
-    #[error("cannot load the JWKS: {0}")]
-    Jwks(String),
-}
-
-/// Why a request was refused. Each variant renders the status, `code` and `WWW-Authenticate` of
-/// the API.md table.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    #[error("missing bearer token")]
-    MissingToken,
-    #[error("the Authorization header is not `Bearer <token>`")]
-    InvalidHeader,
-    #[error("invalid token: {0}")]
-    InvalidToken(&'static str),
-    #[error("the token lacks the scope {0}")]
-    InsufficientScope(String),
-}
-
-impl AuthError {
-    pub fn www_authenticate(&self) -> String {
-        match self {
-            Self::MissingToken => REALM.to_owned(),
-            Self::InvalidHeader => format!("{REALM}, error=\"invalid_request\""),
-            Self::InvalidToken(why) => {
-                format!("{REALM}, error=\"invalid_token\", error_description=\"{why}\"")
-            }
-            Self::InsufficientScope(scope) => {
-                format!("{REALM}, error=\"insufficient_scope\", scope=\"{scope}\"")
-            }
-        }
-    }
-
-    pub fn to_problem(&self) -> Problem {
-        let (status, code) = match self {
-            Self::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
-            Self::InvalidHeader => (StatusCode::UNAUTHORIZED, "invalid_authorization_header"),
-            Self::InvalidToken(_) => (StatusCode::UNAUTHORIZED, "invalid_token"),
-            Self::InsufficientScope(_) => (StatusCode::FORBIDDEN, "insufficient_scope"),
-        };
-        let challenge = HeaderValue::from_str(&self.www_authenticate())
-            .unwrap_or_else(|_| HeaderValue::from_static(REALM));
-        Problem::new(status, code)
-            .with_detail(self.to_string())
-            .with_header(header::WWW_AUTHENTICATE, challenge)
-    }
-}
-
-impl From<AuthError> for Problem {
-    fn from(error: AuthError) -> Self {
-        error.to_problem()
-    }
-}
-
-impl axum::response::IntoResponse for AuthError {
-    fn into_response(self) -> axum::response::Response {
-        self.to_problem().into_response()
     }
 }
 

@@ -11,7 +11,8 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::Problem;
+use crate::http::codes::SharedCode;
+use crate::http::problem::Problem;
 
 /// What `/readyz` checks: named pools (the names show in the 503 detail), how long each may
 /// take, and the `Retry-After` of the 503.
@@ -60,11 +61,12 @@ async fn readyz(State(readiness): State<Arc<Readiness>>) -> Result<Json<Value>, 
         .zip(&up)
         .map(|((name, _), up)| format!("{name}: {}", if *up { "up" } else { "down" }))
         .collect();
-    Err(
-        Problem::unavailable("database_unavailable", readiness.retry_after_secs).with_detail(
-            format!("the database is not reachable ({})", states.join(", ")),
-        ),
-    )
+    Err(Problem::from_code(SharedCode::DatabaseUnavailable)
+        .with_retry_after(readiness.retry_after_secs)
+        .with_detail(format!(
+            "the database is not reachable ({})",
+            states.join(", ")
+        )))
 }
 
 async fn ping(name: &str, pool: &PgPool, timeout: Duration) -> bool {

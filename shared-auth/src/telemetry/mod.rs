@@ -6,6 +6,8 @@
 //! SQL statements become client spans through [`SqlSpans`], in this one place, without touching
 //! any query.
 
+mod otlp_http;
+
 use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderMap;
@@ -79,14 +81,14 @@ fn tracer_provider(service_name: &'static str, export: Export) -> SdkTracerProvi
         Export::FromEnvironment => (
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_http_client(crate::otlp_http::OtlpHttpClient::new())
+                .with_http_client(otlp_http::OtlpHttpClient::new())
                 .build(),
             BatchConfigBuilder::default().build(),
         ),
         Export::To { traces_url, delay } => (
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_http_client(crate::otlp_http::OtlpHttpClient::new())
+                .with_http_client(otlp_http::OtlpHttpClient::new())
                 .with_endpoint(traces_url)
                 .build(),
             BatchConfigBuilder::default()

@@ -12,19 +12,12 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::problem::{PROBLEM_JSON, Problem};
+use crate::http::codes::SharedCode;
+use crate::http::context;
+use crate::http::problem::{PROBLEM_JSON, Problem};
 use crate::telemetry;
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-/// The id of the request this task is serving, if any.
-pub fn current() -> Option<String> {
-    REQUEST_ID.try_with(Clone::clone).ok()
-}
 
 /// A client's id is kept when it is short and plain, so it can be logged and echoed safely.
 fn is_sane(value: &str) -> bool {
@@ -56,13 +49,12 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
     let span = server_span(&request, &id);
     let started = Instant::now();
 
-    let mut response = REQUEST_ID
-        .scope(id.clone(), async move {
-            let response = next.run(request).await;
-            ensure_problem_body(response).await
-        })
-        .instrument(span.clone())
-        .await;
+    let mut response = context::scope(id.clone(), async move {
+        let response = next.run(request).await;
+        ensure_problem_body(response).await
+    })
+    .instrument(span.clone())
+    .await;
 
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(X_REQUEST_ID.clone(), value);
@@ -144,7 +136,7 @@ async fn ensure_problem_body(response: Response) -> Response {
 
 /// Fallback for unknown routes: 404 `not_found`.
 pub async fn not_found() -> Problem {
-    Problem::from_status(axum::http::StatusCode::NOT_FOUND)
+    Problem::from_code(SharedCode::NotFound)
 }
 
 #[cfg(test)]

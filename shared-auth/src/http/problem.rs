@@ -6,7 +6,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::request_id;
+use crate::http::codes::{ErrorCode, SharedCode, title};
+use crate::http::context;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -76,9 +77,27 @@ impl Problem {
         self
     }
 
+    /// The problem of a declared code, with its status and default detail.
+    pub fn from_code(code: impl ErrorCode) -> Self {
+        Self::new(code.status(), code.code()).with_detail(code.detail())
+    }
+
+    /// Names one bad field: `detail` reads "<field> <message>" and `errors` holds the field.
+    pub fn with_field(mut self, field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        self.detail = Some(format!("{field} {message}"));
+        self.errors = vec![FieldError::new(field, message)];
+        self
+    }
+
+    /// Adds `Retry-After` (seconds), for a 503 or a 429.
+    pub fn with_retry_after(self, seconds: u32) -> Self {
+        self.with_header(header::RETRY_AFTER, HeaderValue::from(seconds))
+    }
+
     /// 400 `invalid_query`: a query parameter is malformed or out of range.
     pub fn invalid_query(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_query").with_detail(detail)
+        Self::from_code(SharedCode::InvalidQuery).with_detail(detail)
     }
 
     /// 404 with a resource-specific code such as `phrase_not_found`.
@@ -93,8 +112,7 @@ impl Problem {
             .map(|e| format!("{} {}", e.field, e.message))
             .collect::<Vec<_>>()
             .join("; ");
-        let mut problem =
-            Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed").with_detail(detail);
+        let mut problem = Self::from_code(SharedCode::ValidationFailed).with_detail(detail);
         problem.errors = errors;
         problem
     }
@@ -105,50 +123,27 @@ impl Problem {
         field: &str,
         message: impl Into<String>,
     ) -> Self {
-        let message = message.into();
-        let mut problem = Self::new(StatusCode::UNPROCESSABLE_ENTITY, code)
-            .with_detail(format!("{field} {message}"));
-        problem.errors = vec![FieldError::new(field, message)];
-        problem
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code).with_field(field, message)
     }
 
     /// 500 that says nothing about its cause; log the cause before returning this.
     pub fn internal() -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
-            .with_detail("the server failed to handle this request")
+        Self::from_code(SharedCode::InternalError)
     }
 
     /// 503 for a dependency that is down (the database, an upstream), with `Retry-After`.
     pub fn unavailable(code: impl Into<Cow<'static, str>>, retry_after_secs: u32) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, code)
-            .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_secs))
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code).with_retry_after(retry_after_secs)
     }
 
     /// The generic problem for a bare status produced outside our handlers (axum's rejections,
     /// tower layers): its code follows the status.
     pub fn from_status(status: StatusCode) -> Self {
-        let code = match status {
-            StatusCode::BAD_REQUEST => "bad_request",
-            StatusCode::UNAUTHORIZED => "unauthorized",
-            StatusCode::FORBIDDEN => "forbidden",
-            StatusCode::NOT_FOUND => "not_found",
-            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-            StatusCode::NOT_ACCEPTABLE => "not_acceptable",
-            StatusCode::REQUEST_TIMEOUT => "request_timeout",
-            StatusCode::CONFLICT => "conflict",
-            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-            StatusCode::UNPROCESSABLE_ENTITY => "validation_failed",
-            StatusCode::TOO_MANY_REQUESTS => "rate_limited",
-            StatusCode::BAD_GATEWAY => "upstream_unavailable",
-            StatusCode::SERVICE_UNAVAILABLE => "service_unavailable",
-            StatusCode::GATEWAY_TIMEOUT => "upstream_timeout",
-            s if s.is_server_error() => "internal_error",
-            _ => "error",
-        };
-        let mut problem = Self::new(status, code);
-        if status == StatusCode::NOT_FOUND {
-            problem.detail = Some("no such resource".into());
+        let code = SharedCode::for_status(status);
+        // Only a 404 carries a detail: for the others the status says all a client can use.
+        let mut problem = Self::new(status, code.code());
+        if code == SharedCode::NotFound {
+            problem.detail = Some(code.detail().into());
         }
         problem
     }
@@ -161,19 +156,16 @@ impl Problem {
             status: self.status.as_u16(),
             code: &self.code,
             detail: self.detail.as_deref(),
-            request_id: request_id::current(),
+            request_id: context::current(),
             errors: (!self.errors.is_empty()).then_some(self.errors.as_slice()),
         };
         serde_json::to_vec(&body).unwrap_or_default()
     }
 }
 
-/// RFC 9110 names the statuses; the `http` crate still uses some older names.
-fn title(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "Content Too Large",
-        StatusCode::UNPROCESSABLE_ENTITY => "Unprocessable Content",
-        other => other.canonical_reason().unwrap_or("Error"),
+impl<C: ErrorCode> From<C> for Problem {
+    fn from(code: C) -> Self {
+        Self::from_code(code)
     }
 }
 

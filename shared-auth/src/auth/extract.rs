@@ -6,8 +6,9 @@ use std::sync::Arc;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 
-use crate::claims::Caller;
-use crate::verify::{AuthError, Verifier, bearer_token};
+use crate::auth::claims::Caller;
+use crate::auth::error::AuthError;
+use crate::auth::verify::{Verifier, bearer_token};
 
 /// The verified caller of an endpoint that needs one.
 #[derive(Debug, Clone)]

@@ -22,7 +22,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{FromRow, PgConnection, PgPool};
 
-use crate::Problem;
+use crate::http::codes::{ErrorCode, SharedCode};
+use crate::http::problem::Problem;
 
 pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub static IDEMPOTENCY_REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
@@ -42,9 +43,7 @@ pub fn key_from_headers(headers: &HeaderMap) -> Result<Option<String>, Problem> 
     }
     let bytes = value.as_bytes();
     if !is_valid_key(bytes) {
-        return Err(invalid_key(
-            "Idempotency-Key must be 1 to 255 visible ASCII characters",
-        ));
+        return Err(Problem::from_code(SharedCode::InvalidIdempotencyKey));
     }
     Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
 }
@@ -54,7 +53,7 @@ pub fn is_valid_key(bytes: &[u8]) -> bool {
 }
 
 fn invalid_key(detail: &str) -> Problem {
-    Problem::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key").with_detail(detail)
+    Problem::from_code(SharedCode::InvalidIdempotencyKey).with_detail(detail)
 }
 
 /// Hash of the validated input (not its bytes), so bodies that differ only in whitespace or key
@@ -132,11 +131,7 @@ where
         .fetch_one(&mut *tx)
         .await?;
     if !locked {
-        return Err(Problem::new(StatusCode::CONFLICT, "idempotency_key_in_use")
-            .with_detail(
-                "a request with this Idempotency-Key is still being processed; retry later",
-            )
-            .into());
+        return Err(Problem::from_code(SharedCode::IdempotencyKeyInUse).into());
     }
     let stored = sqlx::query_as::<_, StoredResponse>(
         "SELECT request_hash, response_status, response_body, location FROM idempotency_keys \
@@ -149,12 +144,12 @@ where
     match stored {
         None => Ok(Begin::Proceed),
         Some(stored) if stored.request_hash == request_hash => Ok(Begin::Replay(stored)),
-        Some(_) => Err(Problem::unprocessable(
-            "idempotency_key_reused",
-            "Idempotency-Key",
-            "was already used with a different request body",
-        )
-        .into()),
+        Some(_) => {
+            let code = SharedCode::IdempotencyKeyReused;
+            Err(Problem::from_code(code)
+                .with_field("Idempotency-Key", code.detail())
+                .into())
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgo
 use jsonwebtoken::{Algorithm, DecodingKey};
 use tokio::sync::Mutex;
 
-use crate::verify::{AuthError, ConfigError};
+use crate::auth::error::{AuthError, ConfigError};
 
 #[derive(Debug, Clone)]
 pub enum JwksSource {

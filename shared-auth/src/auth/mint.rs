@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 
-use crate::verify::AuthConfig;
+use crate::auth::verify::AuthConfig;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct MintArgs {

@@ -9,7 +9,7 @@ use utoipa::openapi::{
 };
 use utoipa::{Modify, ToSchema};
 
-use crate::problem::FieldError;
+use crate::http::problem::FieldError;
 
 /// Name of the security scheme in every document (`security(("bearer" = []))`).
 pub const BEARER: &str = "bearer";

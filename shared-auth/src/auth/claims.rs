@@ -4,6 +4,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::error::AuthError;
+
 /// Claims read after the signature checks. Fields are lenient here on purpose: presence and
 /// format of `exp`, `sub`, `iss` and `aud` are checked by the validation step, which gives a
 /// precise reason, rather than by a deserialisation error.
@@ -35,11 +37,11 @@ impl Caller {
     }
 
     /// 403 `insufficient_scope` unless the token carries `scope`.
-    pub fn require_scope(&self, scope: &str) -> Result<(), crate::AuthError> {
+    pub fn require_scope(&self, scope: &str) -> Result<(), AuthError> {
         if self.has_scope(scope) {
             Ok(())
         } else {
-            Err(crate::AuthError::InsufficientScope(scope.to_owned()))
+            Err(AuthError::InsufficientScope(scope.to_owned()))
         }
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use crate::Problem;
+use crate::http::codes::SharedCode;
+use crate::http::problem::Problem;
 
 /// Options for `url` with `search_path` pinned to `schema`, so the service's SQL is unqualified
 /// and sqlx's migration history lives in the service's own schema whatever the role's defaults.
@@ -46,8 +47,7 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
 
 /// 503 `database_unavailable`, telling the client to come back after `retry_after_secs`.
 pub fn unavailable_problem(retry_after_secs: u32) -> Problem {
-    Problem::unavailable("database_unavailable", retry_after_secs)
-        .with_detail("the database is not reachable; retry later")
+    Problem::from_code(SharedCode::DatabaseUnavailable).with_retry_after(retry_after_secs)
 }
 
 /// The problem a failed query becomes: a constraint the service names in `on_constraint` (a

@@ -1,7 +1,8 @@
 //! `/metrics` for the services, in the Prometheus text format: HTTP requests by route template,
-//! method and status, a latency histogram per route, and the database pools (connections in use
-//! and idle, and a sampled wait for a connection). One registry per application, so several
-//! services can run in one test process.
+//! method and status, and a latency histogram per route. Metrics that are sampled rather than
+//! counted (the database pools of `pg::metrics`) plug in as [`Sampled`] sources, so this module
+//! knows no database. One registry per application, so several services can run in one test
+//! process.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,12 +14,10 @@ use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use sqlx::PgPool;
 
-use crate::problem::Problem;
+use crate::http::problem::Problem;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -32,41 +31,44 @@ struct RouteLabels {
     route: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PoolLabels {
-    pool: &'static str,
-    state: &'static str,
-}
+pub type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PoolName {
-    pool: &'static str,
-}
-
-type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-fn seconds_histogram() -> Histogram {
+/// The buckets of every duration histogram.
+pub fn seconds_histogram() -> Histogram {
     // 0.5 ms .. ~8 s.
     Histogram::new(exponential_buckets(0.0005, 2.0, 15))
+}
+
+/// A source of metrics that are sampled, not counted per request.
+pub trait Sampled: Send + Sync + 'static {
+    /// Brings the source's gauges up to date; called before every scrape.
+    fn refresh(&self);
+    /// Starts sampling in the background every `every`; the task ends when the source is
+    /// dropped with the metrics that own it.
+    fn spawn_sampler(self: Arc<Self>, every: Duration);
 }
 
 pub struct HttpMetrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily<RouteLabels>,
-    pool_connections: Family<PoolLabels, Gauge>,
-    pool_wait: HistogramFamily<PoolName>,
-    pools: Vec<(&'static str, PgPool)>,
+    sampled: Vec<Arc<dyn Sampled>>,
+}
+
+/// Registers the request metrics first, then lets sampled sources register theirs.
+pub struct HttpMetricsBuilder {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily<RouteLabels>,
+    sampled: Vec<Arc<dyn Sampled>>,
 }
 
 impl HttpMetrics {
-    /// Metrics named `<prefix>_...` (e.g. `lingo_http_requests_total`) for the given pools.
-    pub fn new(prefix: &str, pools: Vec<(&'static str, PgPool)>) -> Arc<Self> {
+    /// Metrics named `<prefix>_...` (e.g. `lingo_http_requests_total`).
+    pub fn builder(prefix: &str) -> HttpMetricsBuilder {
         let mut registry = Registry::with_prefix(prefix);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<RouteLabels> = Family::new_with_constructor(seconds_histogram);
-        let pool_connections = Family::<PoolLabels, Gauge>::default();
-        let pool_wait: HistogramFamily<PoolName> = Family::new_with_constructor(seconds_histogram);
         registry.register(
             "http_requests",
             "Requests answered, by route template, method and status",
@@ -77,65 +79,49 @@ impl HttpMetrics {
             "Time to the response headers, by route template",
             latency.clone(),
         );
-        registry.register(
-            "db_pool_connections",
-            "Database connections by pool and state (in_use, idle)",
-            pool_connections.clone(),
-        );
-        registry.register(
-            "db_pool_wait_seconds",
-            "Time to acquire a connection, sampled every few seconds, by pool",
-            pool_wait.clone(),
-        );
-        Arc::new(Self {
+        HttpMetricsBuilder {
             registry,
             requests,
             latency,
-            pool_connections,
-            pool_wait,
-            pools,
-        })
+            sampled: Vec::new(),
+        }
     }
 
-    /// Samples how long acquiring a connection takes, every `every`, for as long as the metrics
-    /// live (the handlers use the pools directly, so there is no per-query hook to time).
-    pub fn spawn_pool_sampler(self: &Arc<Self>, every: Duration) {
-        let metrics = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            loop {
-                ticker.tick().await;
-                let Some(metrics) = metrics.upgrade() else {
-                    return;
-                };
-                for (name, pool) in &metrics.pools {
-                    let started = Instant::now();
-                    if let Ok(connection) = pool.acquire().await {
-                        drop(connection);
-                        metrics
-                            .pool_wait
-                            .get_or_create(&PoolName { pool: name })
-                            .observe(started.elapsed().as_secs_f64());
-                    }
-                }
-            }
-        });
+    /// Starts the background sampler of every sampled source.
+    pub fn spawn_samplers(&self, every: Duration) {
+        for source in &self.sampled {
+            source.clone().spawn_sampler(every);
+        }
     }
 
     pub fn render(&self) -> Result<String, std::fmt::Error> {
-        for (name, pool) in &self.pools {
-            let idle = pool.num_idle() as i64;
-            let size = i64::from(pool.size());
-            let gauge = |state| {
-                self.pool_connections
-                    .get_or_create(&PoolLabels { pool: name, state })
-            };
-            gauge("idle").set(idle);
-            gauge("in_use").set((size - idle).max(0));
+        for source in &self.sampled {
+            source.refresh();
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
+    }
+}
+
+impl HttpMetricsBuilder {
+    /// The registry, for a sampled source to register its metrics in.
+    pub fn registry(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    pub fn with_sampled(mut self, source: Arc<dyn Sampled>) -> Self {
+        self.sampled.push(source);
+        self
+    }
+
+    pub fn build(self) -> Arc<HttpMetrics> {
+        Arc::new(HttpMetrics {
+            registry: self.registry,
+            requests: self.requests,
+            latency: self.latency,
+            sampled: self.sampled,
+        })
     }
 }
 

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use crate::verify::AuthConfig;
+use crate::auth::verify::AuthConfig;
 
 /// The roles and schemas every database of the system has.
-pub const BOOTSTRAP_SQL: &str = include_str!("../../deploy/postgres/bootstrap.sql");
+pub const BOOTSTRAP_SQL: &str = include_str!("../../../deploy/postgres/bootstrap.sql");
 
 pub const TEST_SECRET: &str = "test-secret-that-is-long-enough-for-hs256";
 

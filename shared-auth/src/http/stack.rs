@@ -9,8 +9,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::metrics::{HttpMetrics, instrument};
-use crate::request_id::{not_found, request_context};
+use crate::http::metrics::{HttpMetrics, instrument};
+use crate::http::request_id::{not_found, request_context};
 
 /// Wraps a service's routes (resources and health checks) in the shared layers.
 pub fn service_stack<S>(

@@ -8,7 +8,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
-use crate::problem::{FieldError, Problem};
+use crate::http::codes::SharedCode;
+use crate::http::problem::{FieldError, Problem};
 
 /// Like `axum::Json`, but strict about the content type and answering in problems.
 /// Request types should use `#[serde(deny_unknown_fields)]`.
@@ -41,20 +42,15 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
         if !is_json(request.headers()) {
-            return Err(
-                Problem::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-                    .with_detail("expected Content-Type: application/json"),
-            );
+            return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
         }
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-                        .with_detail("the request body is too large")
+                    Problem::from_code(SharedCode::PayloadTooLarge)
                 } else {
-                    Problem::new(StatusCode::BAD_REQUEST, "bad_request")
-                        .with_detail(rejection.body_text())
+                    Problem::from_code(SharedCode::BadRequest).with_detail(rejection.body_text())
                 }
             })?;
         parse_json(&bytes).map(Json)
@@ -64,11 +60,12 @@ where
 /// Parses a JSON object into `T`: syntax errors are 400, shape errors 422 naming the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "malformed_json")
-            .with_detail("the request body is empty"));
+        return Err(
+            Problem::from_code(SharedCode::MalformedJson).with_detail("the request body is empty")
+        );
     }
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "malformed_json")
+        Problem::from_code(SharedCode::MalformedJson)
             .with_detail(format!("the request body is not valid JSON: {e}"))
     })?;
     if !value.is_object() {

@@ -1,0 +1,13 @@
+//! The HTTP plumbing every binary shares: problems and their typed codes, the request-id
+//! context and middleware, strict extractors, paging, the service layer stack, request metrics
+//! and OpenAPI helpers. Nothing here touches a database.
+
+pub mod codes;
+pub mod context;
+pub mod json;
+pub mod metrics;
+pub mod openapi;
+pub mod paging;
+pub mod problem;
+pub mod request_id;
+pub mod stack;
