@@ -6,9 +6,8 @@
 //! next to its statement in `store/` through [`on_constraint`], an unreachable database is a 503,
 //! anything else a 500 logged with its cause and rendered without it.
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use shared_auth::{AuthError, Problem};
+use shared_auth::{AuthError, ErrorCode as _, Problem};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -27,53 +26,18 @@ pub enum Error {
 /// Seconds a client should wait before retrying when the database is unreachable.
 pub const RETRY_AFTER_SECS: u32 = 2;
 
-/// Declares the codes once: the doc comment of a variant is its OpenAPI text.
-macro_rules! error_codes {
-    ($(
-        $(#[doc = $doc:literal])+
-        $variant:ident = ($code:literal, $status:ident, $detail:literal),
-    )+) => {
-        /// The `code`s only lingo answers with.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum ErrorCode {
-            $( $(#[doc = $doc])+ $variant, )+
-        }
-
-        impl ErrorCode {
-            pub const ALL: &[ErrorCode] = &[$(Self::$variant),+];
-
-            /// The stable machine code of the contract.
-            pub const fn code(self) -> &'static str {
-                match self { $(Self::$variant => $code,)+ }
-            }
-
-            pub const fn status(self) -> StatusCode {
-                match self { $(Self::$variant => StatusCode::$status,)+ }
-            }
-
-            /// The human-readable `detail` the problem carries (for a code about one request
-            /// field, the message about that field).
-            pub const fn detail(self) -> &'static str {
-                match self { $(Self::$variant => $detail,)+ }
-            }
-
-            /// What the OpenAPI document says about the code (the variant's doc comment).
-            pub fn description(self) -> &'static str {
-                match self { $(Self::$variant => concat!($($doc),+).trim(),)+ }
-            }
-        }
-    };
-}
-
-error_codes! {
-    /// no phrase with this id
-    PhraseNotFound = ("phrase_not_found", NOT_FOUND, "no phrase with this id"),
-    /// no session with this id, or it is another learner's
-    StudySessionNotFound = ("study_session_not_found", NOT_FOUND, "no study session with this id"),
-    /// `language_code` is not a `code` of `GET /v1/lingo/languages`
-    UnknownLanguage = ("unknown_language", UNPROCESSABLE_ENTITY, "is not a language of GET /v1/lingo/languages"),
-    /// `cursor` is not a `next_cursor` of this endpoint
-    InvalidCursor = ("invalid_cursor", BAD_REQUEST, "cursor is not a next_cursor of this endpoint"),
+shared_auth::error_codes! {
+    /// The `code`s only lingo answers with; the doc comment of a variant is its OpenAPI text.
+    pub enum ErrorCode {
+        /// no phrase with this id
+        PhraseNotFound = (NOT_FOUND, "phrase_not_found", "no phrase with this id"),
+        /// no session with this id, or it is another learner's
+        StudySessionNotFound = (NOT_FOUND, "study_session_not_found", "no study session with this id"),
+        /// `language_code` is not a `code` of `GET /v1/lingo/languages`
+        UnknownLanguage = (UNPROCESSABLE_ENTITY, "unknown_language", "is not a language of GET /v1/lingo/languages"),
+        /// `cursor` is not a `next_cursor` of this endpoint
+        InvalidCursor = (BAD_REQUEST, "invalid_cursor", "cursor is not a next_cursor of this endpoint"),
+    }
 }
 
 impl ErrorCode {
@@ -87,18 +51,20 @@ impl ErrorCode {
     }
 }
 
-impl From<ErrorCode> for Problem {
-    fn from(code: ErrorCode) -> Self {
-        match code.field() {
-            Some(field) => Problem::unprocessable(code.code(), field, code.detail()),
-            None => Problem::new(code.status(), code.code()).with_detail(code.detail()),
+impl ErrorCode {
+    /// The problem for this code; a code about one request field names it in `errors`.
+    pub fn problem(self) -> Problem {
+        let problem = Problem::from_code(self);
+        match self.field() {
+            Some(field) => problem.with_field(field, self.detail()),
+            None => problem,
         }
     }
 }
 
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Self {
-        Self::Problem(code.into())
+        Self::Problem(code.problem())
     }
 }
 
@@ -144,6 +110,8 @@ impl IntoResponse for Error {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     #[test]
@@ -164,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_field_code_lists_its_field_like_every_422() {
-        let problem = Problem::from(ErrorCode::UnknownLanguage);
+        let problem = ErrorCode::UnknownLanguage.problem();
         assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             problem.detail.as_deref(),
@@ -172,7 +140,7 @@ mod tests {
         );
         assert_eq!(problem.errors[0].field, "language_code");
 
-        let problem = Problem::from(ErrorCode::PhraseNotFound);
+        let problem = ErrorCode::PhraseNotFound.problem();
         assert_eq!(problem.code, "phrase_not_found");
         assert_eq!(problem.detail.as_deref(), Some("no phrase with this id"));
         assert!(problem.errors.is_empty());

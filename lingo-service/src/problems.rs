@@ -11,6 +11,7 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Response, ResponseBuilder, Type};
 
 use crate::error::ErrorCode;
+use shared_auth::ErrorCode as _;
 
 type Responses = BTreeMap<String, RefOr<Response>>;
 
