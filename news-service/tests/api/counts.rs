@@ -474,3 +474,14 @@ async fn anonymous_list_and_article_plans_read_no_engagement_rows() {
         personal.join("\n")
     );
 }
+
+#[test]
+fn recount_help_names_its_database_variable() {
+    let output = Command::new(BIN)
+        .args(["recount", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("NEWS_PIPELINE_DATABASE_URL"), "{help}");
+    assert!(help.contains("news_owner"), "{help}");
+}
