@@ -4,7 +4,9 @@
 --                "session": POST /v1/lingo/me/study-sessions, callers rotating over TOKENS_FILE
 --                "like":    POST /v1/news/articles/art-NNNNNN/like, every request a new
 --                           (caller, article) pair, callers from TOKENS_FILE
---   TOKENS_FILE  one token per line (session, like)
+--                "hot":     POST /v1/news/articles/$HOT_ARTICLE/like, every request the next
+--                           caller of TOKENS_FILE (distinct readers as long as tokens last)
+--   TOKENS_FILE  one token per line (session, like, hot)
 --   ARTICLES     how many articles exist (like; default 1000000)
 -- On exit it prints one JSON line: requests/s, latency percentiles (ms), errors, 2xx count.
 
@@ -44,6 +46,11 @@ function request()
   headers["Authorization"] = "Bearer " .. tokens[(counter % #tokens) + 1]
   if mode == "session" then
     return wrk.format("POST", "/v1/lingo/me/study-sessions", headers, wrk.body)
+  end
+  if mode == "hot" then
+    -- thread `tid` of 2 takes callers tid+1, tid+1+2, ...: no caller repeats while tokens last.
+    headers["Authorization"] = "Bearer " .. tokens[((counter - 1) * 2 + tid) % #tokens + 1]
+    return wrk.format("POST", "/v1/news/articles/" .. os.getenv("HOT_ARTICLE") .. "/like", headers, "")
   end
   -- like: thread `tid` of 2 takes articles tid+1, tid+1+2, ... so no pair repeats in a run.
   local n = ((counter - 1) * 2 + tid) % articles + 1

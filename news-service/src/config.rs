@@ -34,6 +34,9 @@ pub enum Command {
     Seed(SeedArgs),
     /// Upsert organisations, journalists and articles from a JSON Lines file (as news_pipeline).
     Import(ImportArgs),
+    /// Recompute every like/bookmark/comment/follower counter from the rows and report the drift
+    /// fixed (as news_pipeline or news_owner); safe alongside live writes.
+    Recount(RecountArgs),
     /// Print a development token signed with the configured key.
     MintToken(MintArgs),
 }
@@ -105,6 +108,13 @@ pub struct ImportArgs {
     /// Hide the progress bar (it is hidden anyway when stderr is not a terminal).
     #[arg(long, default_value_t = false)]
     pub no_progress: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecountArgs {
+    /// Pipeline role (news_pipeline) URL; the owner role (news_owner) works too.
+    #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]
+    pub pipeline_database_url: String,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! it only reads at run time, and the engagement tables (likes, bookmarks, follows, comments) it
 //! writes. It serves article reads (anonymous ones from a read pool, cacheable), engagement,
 //! personal lists and its own OpenAPI 3.1 document (`openapi()`, at `/v1/news/openapi.json`),
-//! plus the `migrate`, `seed` and `import` commands. It must not read any other service's
+//! plus the `migrate`, `seed`, `import` and `recount` commands. It must not read any other service's
 //! schema, trust an identity header, or write curated tables as its runtime role: it verifies
 //! every token itself through shared-auth.
 
@@ -17,6 +17,7 @@ pub mod error;
 pub mod idempotency;
 pub mod import;
 pub mod openapi;
+pub mod recount;
 pub mod routes;
 pub mod seed;
 
@@ -36,6 +37,7 @@ pub use config::ServeConfig;
 pub use db::migrate;
 pub use import::{ImportSummary, import};
 pub use openapi::openapi;
+pub use recount::{RecountSummary, recount};
 pub use seed::seed;
 
 /// Request bodies are at most 16 KiB at the services (API.md section 1).

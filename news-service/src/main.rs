@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use news_service::config::{Cli, Command};
-use news_service::{Application, import, migrate, seed};
+use news_service::{Application, import, migrate, recount, seed};
 use shared_auth::telemetry;
 
 #[tokio::main]
@@ -48,6 +48,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             if !summary.bad_lines.is_empty() {
                 return Ok(ExitCode::from(2));
             }
+        }
+        Command::Recount(args) => {
+            let summary = recount(&args.pipeline_database_url).await?;
+            println!("{summary}");
         }
         Command::MintToken(args) => println!("{}", shared_auth::auth::mint::mint(&args)?),
     }

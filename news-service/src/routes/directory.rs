@@ -112,7 +112,7 @@ pub async fn organizations(
 ) -> Result<Vec<Organization>> {
     let mut qb = QueryBuilder::new(
         "SELECT o.id, o.name, o.url, \
-         (SELECT count(*) FROM organization_follows f WHERE f.organization_id = o.id) AS follower_count",
+         (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM organization_stats s WHERE s.organization_id = o.id) AS follower_count",
     );
     push_following(
         &mut qb,
@@ -141,7 +141,7 @@ pub async fn journalists(
 ) -> Result<Vec<Journalist>> {
     let mut qb = QueryBuilder::new(
         "SELECT j.id, j.name, j.organization_id, \
-         (SELECT count(*) FROM journalist_follows f WHERE f.journalist_id = j.id) AS follower_count",
+         (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM journalist_stats s WHERE s.journalist_id = j.id) AS follower_count",
     );
     push_following(&mut qb, "journalist_follows", "journalist_id", "j", viewer);
     qb.push(" FROM journalists j");

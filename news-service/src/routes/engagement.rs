@@ -1,13 +1,14 @@
 //! Like, bookmark, follow journalist, follow organisation: POST is an idempotent upsert, DELETE an
 //! idempotent removal, both answering the caller's state and the exact count. An unknown target is
-//! 404 and writes nothing. Always on the primary, so the answer includes the caller's own write.
+//! 404 and writes nothing. Always on the primary; the count is read from the target's counters in
+//! the writing transaction, so the answer includes the caller's own write.
 
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 use shared_auth::{Problem, RequiredCaller};
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -82,6 +83,8 @@ pub struct OrganizationFollowState {
 pub struct Edge {
     target_table: &'static str,
     edge_table: &'static str,
+    /// The counter table its triggers keep; its counter column is named like `count_field`.
+    stats_table: &'static str,
     target_column: &'static str,
     flag_field: &'static str,
     count_field: &'static str,
@@ -91,6 +94,7 @@ pub struct Edge {
 pub const LIKE: Edge = Edge {
     target_table: "articles",
     edge_table: "likes",
+    stats_table: "article_stats",
     target_column: "article_id",
     flag_field: "liked",
     count_field: "like_count",
@@ -99,6 +103,7 @@ pub const LIKE: Edge = Edge {
 pub const BOOKMARK: Edge = Edge {
     target_table: "articles",
     edge_table: "bookmarks",
+    stats_table: "article_stats",
     target_column: "article_id",
     flag_field: "bookmarked",
     count_field: "bookmark_count",
@@ -107,6 +112,7 @@ pub const BOOKMARK: Edge = Edge {
 pub const FOLLOW_JOURNALIST: Edge = Edge {
     target_table: "journalists",
     edge_table: "journalist_follows",
+    stats_table: "journalist_stats",
     target_column: "journalist_id",
     flag_field: "following",
     count_field: "follower_count",
@@ -115,6 +121,7 @@ pub const FOLLOW_JOURNALIST: Edge = Edge {
 pub const FOLLOW_ORGANIZATION: Edge = Edge {
     target_table: "organizations",
     edge_table: "organization_follows",
+    stats_table: "organization_stats",
     target_column: "organization_id",
     flag_field: "following",
     count_field: "follower_count",
@@ -124,7 +131,13 @@ pub const FOLLOW_ORGANIZATION: Edge = Edge {
 impl Edge {
     /// Adds (`on`) or removes the caller's edge in one statement that also tells whether the
     /// target exists; the primary key makes a repeat a no-op.
-    async fn set(&self, pool: &PgPool, target: &str, user: &str, on: bool) -> Result<bool> {
+    async fn set(
+        &self,
+        conn: &mut PgConnection,
+        target: &str,
+        user: &str,
+        on: bool,
+    ) -> Result<bool> {
         let change = if on {
             format!(
                 "INSERT INTO {edge} ({col}, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING",
@@ -146,21 +159,29 @@ impl Edge {
         Ok(sqlx::query_scalar(&sql)
             .bind(target)
             .bind(user)
-            .fetch_one(pool)
+            .fetch_one(conn)
             .await?)
     }
 
-    /// The number of edges to the target, counted (not cached), so it equals the rows.
-    pub async fn count(&self, pool: &PgPool, target: &str) -> Result<i64> {
+    /// The number of edges to the target: the sum of its counter slots, which the edge table's
+    /// triggers keep equal to the rows (O(1) however many there are).
+    pub async fn count(&self, conn: &mut PgConnection, target: &str) -> Result<i64> {
         let sql = format!(
-            "SELECT count(*) FROM {edge} WHERE {col} = $1",
-            edge = self.edge_table,
+            "SELECT coalesce(sum({counter}), 0)::bigint FROM {stats} WHERE {col} = $1",
+            counter = self.count_field,
+            stats = self.stats_table,
             col = self.target_column
         );
         Ok(sqlx::query_scalar(&sql)
             .bind(target)
-            .fetch_one(pool)
+            .fetch_one(conn)
             .await?)
+    }
+
+    fn target_not_found(&self) -> crate::error::Error {
+        Problem::not_found(self.not_found)
+            .with_detail("no such target")
+            .into()
     }
 
     async fn answer(
@@ -170,13 +191,15 @@ impl Edge {
         user: &str,
         on: bool,
     ) -> Result<Json<Value>> {
-        let pool = &state.pools.primary;
-        if !can_exist(&target) || !self.set(pool, &target, user, on).await? {
-            return Err(Problem::not_found(self.not_found)
-                .with_detail("no such target")
-                .into());
+        if !can_exist(&target) {
+            return Err(self.target_not_found());
         }
-        let count = self.count(pool, &target).await?;
+        let mut tx = state.pools.primary.begin().await?;
+        if !self.set(&mut tx, &target, user, on).await? {
+            return Err(self.target_not_found());
+        }
+        let count = self.count(&mut tx, &target).await?;
+        tx.commit().await?;
         let mut body = Map::new();
         body.insert(self.target_column.into(), Value::String(target));
         body.insert(self.flag_field.into(), Value::Bool(on));

@@ -5,6 +5,7 @@
 mod articles;
 mod commands;
 mod comments;
+mod counts;
 mod directory;
 mod engagement;
 mod health;
