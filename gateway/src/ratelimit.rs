@@ -322,6 +322,28 @@ mod tests {
     }
 
     #[test]
+    fn a_full_sharded_table_stays_bounded_and_keeps_limiting() {
+        let limiter = RateLimiter::new(Duration::from_secs(10), 2, 1, 64 * 1024);
+        assert_eq!(limiter.shards.len(), SHARDS);
+        let t0 = limiter.epoch;
+        let heavy = limiter.sub_key("heavy");
+        for i in 0..200_000u32 {
+            let at = t0 + Duration::from_micros(u64::from(i));
+            assert!(limiter.check(ip(i), Budget::Read, at).allowed);
+            if i % 1_000 == 0 {
+                limiter.check(heavy, Budget::Read, at);
+            }
+        }
+        assert!(limiter.tracked_keys() <= limiter.capacity());
+        let at = t0 + Duration::from_secs(1);
+        assert!(!limiter.check(heavy, Budget::Read, at).allowed);
+        let late = ip(300_000);
+        assert!(limiter.check(late, Budget::Read, at).allowed);
+        assert!(limiter.check(late, Budget::Read, at).allowed);
+        assert!(!limiter.check(late, Budget::Read, at).allowed);
+    }
+
+    #[test]
     fn ipv6_callers_share_the_budget_of_their_64() {
         let limiter = RateLimiter::new(Duration::from_secs(10), 1, 1, 100);
         let t0 = limiter.epoch;
