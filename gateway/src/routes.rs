@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use axum::http::uri::PathAndQuery;
 use axum::http::{Method, Uri};
 use percent_encoding::percent_decode_str;
 
@@ -48,30 +49,63 @@ pub struct Route {
 
 /// The path and query to send upstream, with dot segments resolved the way an HTTP client would
 /// resolve them (`/v1/news/x/../me` is `/v1/news/me`), or `None` when it cannot be a proxy target.
-pub fn normalize(uri: &Uri) -> Option<String> {
-    let path_and_query = uri.path_and_query()?.as_str();
-    if !path_and_query.starts_with('/') {
+/// A plain path (the usual case) is passed on as it came, without being rebuilt.
+pub fn normalize(uri: &Uri) -> Option<PathAndQuery> {
+    let path_and_query = uri.path_and_query()?;
+    let text = path_and_query.as_str();
+    if !text.starts_with('/') {
         return None;
     }
-    let url = reqwest::Url::parse(&format!("http://gateway.invalid{path_and_query}")).ok()?;
+    if is_plain(text) {
+        return Some(path_and_query.clone());
+    }
+    let url = reqwest::Url::parse(&format!("http://gateway.invalid{text}")).ok()?;
     let mut normalized = url.path().to_owned();
     if let Some(query) = url.query() {
         normalized.push('?');
         normalized.push_str(query);
     }
-    Some(normalized)
+    PathAndQuery::from_maybe_shared(bytes::Bytes::from(normalized)).ok()
 }
+
+/// Whether URL parsing would leave `path_and_query` unchanged: only characters it never rewrites,
+/// and no dot segment, plain or percent-encoded.
+fn is_plain(path_and_query: &str) -> bool {
+    let safe = path_and_query
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:@/?%".contains(&b));
+    let path = path_and_query.split('?').next().unwrap_or_default();
+    safe && !path.split('/').any(is_dot_segment)
+}
+
+fn is_dot_segment(segment: &str) -> bool {
+    if segment.len() > 6 || !segment.contains(['.', '%']) {
+        return false;
+    }
+    let undotted = segment.to_ascii_lowercase().replace("%2e", ".");
+    undotted == "." || undotted == ".."
+}
+
+/// Most segments the route table looks at (`v1`, the group and four more).
+const MAX_SEGMENTS: usize = 6;
 
 /// The route of a normalized path, or `None` when it is not under `/v1/lingo` or `/v1/news`.
 pub fn classify(path: &str, method: &Method) -> Option<Route> {
     let path = path.split('?').next().unwrap_or_default();
-    let decoded: Vec<Cow<'_, str>> = path
-        .split('/')
-        .filter(|segment| !segment.is_empty())
-        .map(|segment| percent_decode_str(segment).decode_utf8_lossy())
-        .collect();
-    let segments: Vec<&str> = decoded.iter().map(AsRef::as_ref).collect();
-    match segments.as_slice() {
+    let mut decoded: [Cow<'_, str>; MAX_SEGMENTS] = Default::default();
+    let mut count = 0;
+    for segment in path.split('/').filter(|segment| !segment.is_empty()) {
+        if count == MAX_SEGMENTS {
+            break;
+        }
+        decoded[count] = percent_decode_str(segment).decode_utf8_lossy();
+        count += 1;
+    }
+    let mut segments: [&str; MAX_SEGMENTS] = [""; MAX_SEGMENTS];
+    for (slot, segment) in segments.iter_mut().zip(&decoded) {
+        *slot = segment.as_ref();
+    }
+    match &segments[..count] {
         ["v1", "lingo", rest @ ..] => Some(Route {
             group: Group::Lingo,
             access: lingo_access(rest),
@@ -110,7 +144,7 @@ mod tests {
 
     fn access(method: Method, path: &str) -> Option<Access> {
         let uri: Uri = path.parse().expect("test URI");
-        classify(&normalize(&uri).expect("normalizable"), &method).map(|r| r.access)
+        classify(normalize(&uri).expect("normalizable").as_str(), &method).map(|r| r.access)
     }
 
     #[test]
@@ -177,6 +211,37 @@ mod tests {
         }
     }
 
+    /// The fast path must give exactly what URL parsing gives.
+    #[test]
+    fn plain_paths_are_passed_on_as_url_parsing_would_write_them() {
+        let inputs = [
+            "/v1/news/articles?limit=2&offset=0",
+            "/v1/news/articles/a.b/comments",
+            "/v1/news/..%2Fx",
+            "/v1/news/x/%2E%2e/me",
+            "/v1/news/x/.%2e",
+            "/v1/lingo/phrases?q=%27a%27&x=",
+            "/v1/lingo/phrases?q='a'",
+            "/v1/news/a%20b?",
+            "//v1/news",
+            "/v1/news/./x",
+            "/v1/news/.../x",
+            "/v1/news/%zz",
+        ];
+        for input in inputs {
+            let uri: Uri = input.parse().expect("uri");
+            let fast = normalize(&uri).expect("normalizable");
+            let parsed =
+                reqwest::Url::parse(&format!("http://gateway.invalid{input}")).expect("url");
+            let mut slow = parsed.path().to_owned();
+            if let Some(query) = parsed.query() {
+                slow.push('?');
+                slow.push_str(query);
+            }
+            assert_eq!(fast.as_str(), slow, "{input}");
+        }
+    }
+
     #[test]
     fn odd_spellings_do_not_dodge_the_table() {
         assert_eq!(
@@ -207,7 +272,7 @@ mod tests {
         let uri: Uri = "/v1/news/../lingo/me/xp".parse().expect("uri");
         let normalized = normalize(&uri).expect("normalizable");
         assert_eq!(normalized, "/v1/lingo/me/xp");
-        let route = classify(&normalized, &Method::GET).expect("routed");
+        let route = classify(normalized.as_str(), &Method::GET).expect("routed");
         assert_eq!(route.group, Group::Lingo);
     }
 }

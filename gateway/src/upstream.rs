@@ -1,12 +1,18 @@
 //! Upstream groups and their replicas: round-robin selection, a cooldown for replicas that refused
-//! a connection, and a background `/readyz` probe that marks replicas up or down.
+//! a connection, and a background `/readyz` probe that marks replicas up or down. Upstream health
+//! is reported in `/metrics` and the logs, never by the gateway's own `/readyz`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use axum::http::uri::{Authority, PathAndQuery, Scheme};
+use axum::http::{Method, Request, Uri};
+use bytes::Bytes;
 use reqwest::Url;
 
+use crate::metrics::Metrics;
+use crate::proxy::{OutBody, UpstreamClient};
 use crate::routes::Group;
 
 /// How long a single `/readyz` probe may take.
@@ -14,6 +20,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Replica {
     pub base: Url,
+    /// `host:port` of the replica, parsed once.
+    authority: Authority,
+    /// The base URL's path without its trailing `/` (usually empty).
+    base_path: String,
     /// Set when the replica refused a connection: skipped until then.
     cooldown_until: Mutex<Option<Instant>>,
     /// Result of the last `/readyz` probe (up until a probe says otherwise).
@@ -22,7 +32,14 @@ pub struct Replica {
 
 impl Replica {
     fn new(base: Url) -> Self {
+        let authority = match base.port_or_known_default() {
+            Some(port) => format!("{}:{port}", base.host_str().unwrap_or_default()),
+            None => base.host_str().unwrap_or_default().to_owned(),
+        };
         Self {
+            authority: Authority::try_from(authority.as_str())
+                .unwrap_or_else(|_| Authority::from_static("invalid.invalid")),
+            base_path: base.path().trim_end_matches('/').to_owned(),
             base,
             cooldown_until: Mutex::new(None),
             probe_ok: AtomicBool::new(true),
@@ -47,10 +64,25 @@ impl Replica {
         self.probe_ok.load(Ordering::Relaxed) && self.cooldown_until().is_none_or(|t| t <= now)
     }
 
-    /// The URL of `path_and_query` (which starts with `/`) on this replica.
-    pub fn url_for(&self, path_and_query: &str) -> Option<Url> {
-        let base = self.base.as_str().trim_end_matches('/');
-        Url::parse(&format!("{base}{path_and_query}")).ok()
+    fn is_ready(&self) -> bool {
+        self.probe_ok.load(Ordering::Relaxed)
+    }
+
+    /// The URI of `path_and_query` on this replica: the parsed authority with the request's own
+    /// path and query, joined to the base path only when the base has one.
+    pub fn uri_for(&self, path_and_query: PathAndQuery) -> Option<Uri> {
+        let path_and_query = if self.base_path.is_empty() {
+            path_and_query
+        } else {
+            let joined = [self.base_path.as_str(), path_and_query.as_str()].concat();
+            PathAndQuery::from_maybe_shared(Bytes::from(joined)).ok()?
+        };
+        Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+            .ok()
     }
 }
 
@@ -129,8 +161,13 @@ impl UpstreamGroup {
         }
     }
 
-    /// Probes every replica once; returns whether at least one answered its `/readyz` with 2xx.
-    pub async fn probe(&self, client: &reqwest::Client) -> bool {
+    /// Replicas whose last probe succeeded.
+    pub fn ready_replicas(&self) -> usize {
+        self.replicas.iter().filter(|r| r.is_ready()).count()
+    }
+
+    /// Probes every replica once; returns how many answered their `/readyz` with 2xx.
+    pub async fn probe(&self, client: &UpstreamClient) -> usize {
         let probes = self.replicas.iter().map(|replica| async move {
             let ok = probe_replica(client, replica).await;
             let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
@@ -139,29 +176,47 @@ impl UpstreamGroup {
                 replica.set_cooldown(None);
             }
             if ok != was_ok {
-                tracing::info!(upstream = %replica.base, ready = ok, "replica readiness changed");
+                tracing::info!(group = self.group.label(), upstream = %replica.base, ready = ok, "replica readiness changed");
             }
             ok
         });
-        futures_util::future::join_all(probes)
+        let ready = futures_util::future::join_all(probes)
             .await
             .into_iter()
-            .any(|ok| ok)
+            .filter(|ok| *ok)
+            .count();
+        if ready == 0 && !self.replicas.is_empty() {
+            tracing::warn!(
+                group = self.group.label(),
+                replicas = self.replicas.len(),
+                "no ready replica in the group"
+            );
+        }
+        ready
     }
 }
 
-async fn probe_replica(client: &reqwest::Client, replica: &Replica) -> bool {
-    let Some(url) = replica.url_for("/readyz") else {
+async fn probe_replica(client: &UpstreamClient, replica: &Replica) -> bool {
+    let Some(uri) = replica.uri_for(PathAndQuery::from_static("/readyz")) else {
         return false;
     };
-    let request = client.get(url).timeout(PROBE_TIMEOUT).send();
-    matches!(request.await, Ok(response) if response.status().is_success())
+    let Ok(request) = Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .body(OutBody::Empty)
+    else {
+        return false;
+    };
+    let answered = tokio::time::timeout(PROBE_TIMEOUT, client.request(request)).await;
+    matches!(answered, Ok(Ok(response)) if response.status().is_success())
 }
 
-/// Probes every group forever, every `interval` (the first probe right away).
+/// Probes every group forever, every `interval` (the first probe right away), and publishes the
+/// ready replicas of each group in `/metrics`.
 pub async fn probe_forever(
     groups: Vec<Arc<UpstreamGroup>>,
-    client: reqwest::Client,
+    client: UpstreamClient,
+    metrics: Arc<Metrics>,
     interval: Duration,
 ) {
     let mut ticker = tokio::time::interval(interval);
@@ -169,7 +224,8 @@ pub async fn probe_forever(
     loop {
         ticker.tick().await;
         for group in &groups {
-            group.probe(&client).await;
+            let ready = group.probe(&client).await;
+            metrics.set_ready_replicas(group.group.label(), ready);
         }
     }
 }
@@ -235,8 +291,17 @@ mod tests {
 
     #[test]
     fn urls_keep_the_base_path() {
+        let path = || PathAndQuery::from_static("/v1/news/articles?limit=2");
         let replica = Replica::new(Url::parse("http://h:1/prefix/").expect("url"));
-        let url = replica.url_for("/v1/news/articles?limit=2").expect("url");
-        assert_eq!(url.as_str(), "http://h:1/prefix/v1/news/articles?limit=2");
+        let uri = replica.uri_for(path()).expect("uri");
+        assert_eq!(
+            uri.to_string(),
+            "http://h:1/prefix/v1/news/articles?limit=2"
+        );
+        let plain = Replica::new(Url::parse("http://h").expect("url"));
+        assert_eq!(
+            plain.uri_for(path()).expect("uri").to_string(),
+            "http://h:80/v1/news/articles?limit=2"
+        );
     }
 }

@@ -224,17 +224,13 @@ async fn mint_token_signs_a_token_the_gateway_accepts_and_traces_continue() {
         .expect("request");
     assert_eq!(response.status(), 200);
 
-    // The binary installs tracing: the upstream gets the client's trace, with the gateway's
-    // request span as its parent.
+    // Without an OTLP endpoint the binary builds no span: the upstream gets the client's trace
+    // context exactly as sent, so the trace continues past the gateway.
     let echo: serde_json::Value = response.json().await.expect("echo");
     let forwarded = echo["headers"]["traceparent"][0]
         .as_str()
         .expect("traceparent");
-    assert!(
-        forwarded.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
-        "{forwarded}"
-    );
-    assert_ne!(forwarded, CLIENT_TRACEPARENT);
+    assert_eq!(forwarded, CLIENT_TRACEPARENT);
 }
 
 const CLIENT_TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";

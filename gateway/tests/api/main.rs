@@ -5,6 +5,7 @@
 mod auth_table;
 mod binary;
 mod failures;
+mod hardening;
 mod helpers;
 mod lifecycle;
 mod limits;

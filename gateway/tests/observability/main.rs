@@ -111,10 +111,16 @@ fn free_port() -> u16 {
 
 /// The real gateway binary, exporting to the receiver, in front of `lingo_url`.
 async fn start_gateway(lingo_url: &str, otlp: &str) -> (Child, String) {
+    start_gateway_with(lingo_url, otlp, &[]).await
+}
+
+/// Like [`start_gateway`], with extra environment variables.
+async fn start_gateway_with(lingo_url: &str, otlp: &str, env: &[(&str, &str)]) -> (Child, String) {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
         .arg("serve")
         .env_clear()
+        .envs(env.iter().copied())
         .env("GATEWAY_LISTEN_ADDR", format!("127.0.0.1:{port}"))
         .env("LINGO_UPSTREAMS", lingo_url)
         .env("NEWS_UPSTREAMS", lingo_url)
@@ -265,6 +271,91 @@ async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
         "gateway request + client spans and the service's spans"
     );
     telemetry.shutdown().await;
+}
+
+/// An upstream that records the `traceparent` of every request it gets.
+async fn start_traceparent_recorder() -> (String, Arc<Mutex<Vec<String>>>) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = {
+        let seen = seen.clone();
+        move |headers: axum::http::HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                let traceparent = headers
+                    .get("traceparent")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default();
+                seen.lock().unwrap().push(traceparent);
+                "{}"
+            }
+        }
+    };
+    let app = Router::new()
+        .route("/readyz", axum::routing::get(|| async { "ready" }))
+        .fallback(record);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn the_sampler_decides_what_is_exported_and_the_context_still_goes_upstream() {
+    let (otlp, spans) = start_receiver().await;
+    let (upstream, traceparents) = start_traceparent_recorder().await;
+    // Parent-based ratio 0: only traces whose caller sampled them are exported.
+    let sampler = [
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0"),
+    ];
+    let (_gateway, gateway_url) = start_gateway_with(&upstream, &otlp, &sampler).await;
+    let client = reqwest::Client::new();
+    let get = |traceparent: Option<String>| {
+        let mut request = client.get(format!("{gateway_url}/v1/news/articles"));
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        request.send()
+    };
+
+    let dropped = "0af7651916cd43dd8448eb211c80319c";
+    assert_eq!(get(None).await.unwrap().status(), 200);
+    let unsampled_parent = format!("00-{dropped}-b7ad6b7169203331-00");
+    assert_eq!(get(Some(unsampled_parent)).await.unwrap().status(), 200);
+    let kept = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let sampled_parent = format!("00-{kept}-00f067aa0ba902b7-01");
+    assert_eq!(get(Some(sampled_parent)).await.unwrap().status(), 200);
+
+    // The sampled trace arrives; give the dropped ones two more export rounds to show up.
+    wait_for(&spans, "the sampled trace", |spans| {
+        spans.iter().find(|s| s.trace_id == kept).cloned()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let exported: Vec<String> = spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.trace_id.clone())
+        .collect();
+    assert!(
+        exported.iter().all(|id| id == kept),
+        "only the sampled trace is exported: {exported:?}"
+    );
+
+    // Every request still carried a trace context upstream, dropped or not.
+    let seen = traceparents.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen.iter().all(|t| t.starts_with("00-")), "{seen:?}");
+    assert!(seen[0].ends_with("-00"), "not sampled: {seen:?}");
+    assert!(
+        seen[1].contains(dropped) && seen[1].ends_with("-00"),
+        "{seen:?}"
+    );
+    assert!(
+        seen[2].contains(kept) && seen[2].ends_with("-01"),
+        "{seen:?}"
+    );
 }
 
 /// Parses Prometheus text and returns the sum of the samples of `metric` (all label sets).

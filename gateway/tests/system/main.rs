@@ -284,3 +284,85 @@ async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
         );
     }
 }
+
+/// With lingo down the gateway stays ready and news is served; lingo's routes answer problems; when
+/// lingo comes back everything recovers without restarting the gateway.
+#[tokio::test]
+async fn one_service_down_never_takes_the_other_with_it() {
+    let mut stack = stack::start_with(Some(30), |config| {
+        config.upstream_probe_interval_secs = 1;
+        config.upstream_cooldown_secs = 1;
+    })
+    .await;
+    let client = Client::new();
+    let gateway = stack.gateway_url.clone();
+    let url = |path: &str| format!("{gateway}{path}");
+    let get = |path: String| client.get(path).send();
+    assert_eq!(get(url("/v1/lingo/languages")).await.unwrap().status(), 200);
+
+    stack.stop_lingo().await;
+    // Refused on every replica (502), then marked down (503 with Retry-After); never 200, never 500.
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let response = get(url("/v1/lingo/languages")).await.unwrap();
+        let status = response.status();
+        let retry_after = response.headers().get("retry-after").cloned();
+        let (_, body) = into_json(response).await;
+        assert_eq!(body["code"], "upstream_unavailable", "{status} {body}");
+        match status {
+            StatusCode::BAD_GATEWAY => {}
+            StatusCode::SERVICE_UNAVAILABLE => assert!(retry_after.is_some()),
+            other => panic!("lingo down answered {other}"),
+        }
+        seen.push(status);
+    }
+    assert!(seen.contains(&StatusCode::SERVICE_UNAVAILABLE), "{seen:?}");
+    let ready = get(url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "the gateway stays ready");
+    let news = get(url("/v1/news/articles?limit=2")).await.unwrap();
+    assert_eq!(news.status(), 200, "news is served");
+
+    stack.restart_lingo().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = get(url("/v1/lingo/languages")).await.unwrap().status();
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lingo never came back: {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(get(url("/readyz")).await.unwrap().status(), 200);
+    assert_eq!(
+        get(url("/v1/news/articles?limit=2"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
+
+/// A chunked body over the gateway's 1 MiB limit is refused by the gateway, even though the
+/// service stops reading much earlier at its own limit.
+#[tokio::test]
+async fn a_chunked_body_over_1_mib_is_413_from_the_gateway() {
+    let system = System::start().await;
+    let chunks = futures_util::stream::iter(
+        (0..32).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b' '; 64 * 1024]))),
+    );
+    let response = system
+        .client
+        .post(system.url("/v1/news/comments"))
+        .bearer_auth(token("ada"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = into_json(response).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["code"], "payload_too_large");
+}

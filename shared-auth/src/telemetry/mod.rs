@@ -1,13 +1,18 @@
 //! Logging, tracing and shutdown signals shared by the three binaries.
 //!
-//! Every binary installs one subscriber: log lines (human or JSON) and OpenTelemetry spans. Spans
-//! are always created, so trace ids exist for logs and `traceparent` propagation; they leave the
-//! process only when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set.
+//! Every binary installs one subscriber: log lines (human or JSON), and OpenTelemetry spans only
+//! when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set. Without an
+//! endpoint no OpenTelemetry span is built at all (nothing would collect it): log lines and request
+//! ids stay, and a client's `traceparent` is passed on unchanged. With one, the standard
+//! `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` choose the sampler (default
+//! `parentbased_always_on`; `parentbased_traceidratio` with a ratio for busy systems); a trace the
+//! sampler drops is not exported but its context still goes upstream.
 //! SQL statements become client spans through [`SqlSpans`], in this one place, without touching
 //! any query.
 
 mod otlp_http;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderMap;
@@ -55,6 +60,14 @@ impl Telemetry {
             eprintln!("flushing spans failed: {error}");
         }
     }
+}
+
+/// Set once spans are exported: callers skip building spans nobody collects.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether OpenTelemetry spans leave this process (an OTLP endpoint is configured).
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
 }
 
 fn otlp_configured() -> bool {
@@ -128,6 +141,10 @@ pub fn init_exporting_to(
 
 fn install(service_name: &'static str, format: LogFormat, export: Export) -> Telemetry {
     global::set_text_map_propagator(TraceContextPropagator::new());
+    let exports = match export {
+        Export::FromEnvironment => otlp_configured(),
+        Export::To { .. } => true,
+    };
     let provider = tracer_provider(service_name, export);
     let tracer = provider.tracer(service_name);
     global::set_tracer_provider(provider.clone());
@@ -152,18 +169,26 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
         .with_target("tower", tracing::level_filters::LevelFilter::OFF)
         .with_target("sqlx", tracing::level_filters::LevelFilter::OFF)
         .with_target("reqwest", tracing::level_filters::LevelFilter::OFF);
-    let otel_layer = tracing_opentelemetry::layer()
-        .with_tracer(tracer.clone())
-        .with_filter(span_filter);
+    // Without an exporter these layers are left out entirely: no span data per request.
+    let otel_layer = exports.then(|| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer.clone())
+            .with_filter(span_filter)
+    });
     // sqlx reports each finished statement at DEBUG on target `sqlx::query`.
-    let sql_layer = SqlSpans { tracer }
-        .with_filter(Targets::new().with_target("sqlx::query", tracing::Level::DEBUG));
+    let sql_layer = exports.then(|| {
+        SqlSpans { tracer }
+            .with_filter(Targets::new().with_target("sqlx::query", tracing::Level::DEBUG))
+    });
 
-    let _ = tracing_subscriber::registry()
+    let installed = tracing_subscriber::registry()
         .with(log_layer.with_filter(log_filter))
         .with(otel_layer)
         .with(sql_layer)
         .try_init();
+    if installed.is_ok() {
+        EXPORTING.store(exports, Ordering::Relaxed);
+    }
     Telemetry { provider }
 }
 

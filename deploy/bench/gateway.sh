@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The gateway's own benchmark (issue 15): the gateway against HAProxy 2.6 doing the same
+# JWT-verify-and-proxy job, in front of the same lingo-service replica, measured INTERLEAVED
+# (gateway, HAProxy, gateway without token cache, direct, then again, ...) so that other work on a
+# shared machine hits every contender alike. Also the p50 added over the direct call at 2
+# connections, the gateway's peak RSS at 256 connections, and a perf profile of the gateway.
+# Prints a Markdown section (paste it into RESULTS.md) and keeps raw results in $BENCH_STATE.
+#
+# Smaller than run.sh: it needs only lingo data (LEARNERS learners with study sessions, default
+# 2000), and every step is time-bounded. Everything stays on 127.0.0.1; every process it starts
+# is stopped on exit (PostgreSQL included).
+#
+# Environment: STEP_SECS (5), ROUNDS (2), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
+# (55480), PERF (1), BENCH_STATE (.local/bench-gateway), BUILD=0 (use the release binaries as built).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+STEP_SECS=${STEP_SECS:-5}
+ROUNDS=${ROUNDS:-2}
+LEARNERS=${LEARNERS:-2000}
+PG_PORT=${PG_PORT:-55480}
+base=${BENCH_PORT_BASE:-19500}
+GW=$base GW_NOCACHE=$((base + 1)) HA_HS=$((base + 2)) HA_RS=$((base + 3)) LINGO=$((base + 4))
+for port in "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$PG_PORT"; do
+  port_in_use "$port" && die "port $port is in use (set BENCH_PORT_BASE / PG_PORT)"
+done
+
+state=${BENCH_STATE:-$root/.local/bench-gateway}
+pg_data="$state/pgdata"
+logs="$state/logs"
+work=$(mktemp -d /tmp/lingonews-gwbench.XXXXXX)
+mkdir -p "$state" "$logs"
+results="$state/results.tsv"
+cleanup() {
+  trap - INT TERM EXIT
+  stop_spawned
+  pg_stop "$pg_data"
+  rm -rf "$work"
+}
+trap cleanup INT TERM EXIT
+
+need_apt wrk:wrk haproxy:haproxy openssl:openssl perf:linux-perf
+say "building release binaries"
+[ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked --release -p gateway -p lingo-service)
+bin="$(target_dir)/release"
+
+say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
+[ "$(id -u)" = 0 ] && chown postgres "$state"
+pg_start "$pg_data" "$PG_PORT" shared_buffers=128MB max_connections=100
+db_bootstrap "$PG_PORT"
+export_db_env
+export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
+"$bin/lingo-service" migrate >>"$logs/setup.log" 2>&1
+"$bin/lingo-service" seed >>"$logs/setup.log" 2>&1
+if [ "$(admin_psql -c "SELECT count(*) FROM lingo.learners WHERE learner_id LIKE 'bench-learner-%'")" = 0 ]; then
+  say "seeding $LEARNERS learners x 5 study sessions (once)"
+  "$PSQL" -X -q "$LINGO_OWNER_DATABASE_URL" -v learners="$LEARNERS" -v per=5 -f "$bench_dir/seed-sessions.sql"
+fi
+admin_psql -c "VACUUM ANALYZE" >/dev/null
+
+export AUTH_ISSUER=lingo-news-dev AUTH_AUDIENCE=lingo-news AUTH_ALGORITHMS=HS256,RS256
+export AUTH_HS256_SECRET AUTH_JWKS_FILE="$work/jwks.json"
+AUTH_HS256_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '\n=+/')
+openssl genrsa -out "$work/rs256.pem" 2048 2>/dev/null
+openssl rsa -in "$work/rs256.pem" -pubout -out "$work/rs256.pub.pem" 2>/dev/null
+python3 "$bench_dir/bench.py" jwks --pem "$work/rs256.pub.pem" --kid bench-1 --out "$AUTH_JWKS_FILE"
+# A learner of the seeded data, so /me/xp reads real rows.
+HS_TOKEN=$("$bin/gateway" mint-token --sub bench-learner-1 --alg HS256 --ttl-secs 7200)
+RS_TOKEN=$("$bin/gateway" mint-token --sub bench-learner-1 --alg RS256 --private-key-file "$work/rs256.pem" --kid bench-1 --ttl-secs 7200)
+
+say "starting lingo :$LINGO, gateway :$GW (cache) and :$GW_NOCACHE (no cache), HAProxy :$HA_HS / :$HA_RS"
+spawn lingo "$logs" env LINGO_LISTEN_ADDR="127.0.0.1:$LINGO" "$bin/lingo-service" serve
+lingo_pid=$last_pid; wait_ready lingo-service "$LINGO" "$lingo_pid"
+upstreams=(LINGO_UPSTREAMS="http://127.0.0.1:$LINGO" NEWS_UPSTREAMS="http://127.0.0.1:$LINGO" RATE_LIMIT_ENABLED=false)
+spawn gateway "$logs" env "${upstreams[@]}" GATEWAY_LISTEN_ADDR="127.0.0.1:$GW" "$bin/gateway" serve
+gw_pid=$last_pid; wait_ready gateway "$GW" "$gw_pid"
+spawn gateway-nocache "$logs" env "${upstreams[@]}" TOKEN_CACHE_CAPACITY=0 GATEWAY_LISTEN_ADDR="127.0.0.1:$GW_NOCACHE" "$bin/gateway" serve
+gwn_pid=$last_pid; wait_ready gateway-nocache "$GW_NOCACHE" "$gwn_pid"
+sed -e "s#@HA_HS@#$HA_HS#; s#@HA_RS@#$HA_RS#; s#@LINGO@#$LINGO#; s#@SECRET@#$AUTH_HS256_SECRET#" \
+    -e "s#@PUBKEY@#$work/rs256.pub.pem#; s#@ISSUER@#$AUTH_ISSUER#; s#@AUDIENCE@#$AUTH_AUDIENCE#" \
+    "$bench_dir/haproxy.cfg.in" >"$work/haproxy.cfg"
+spawn haproxy "$logs" haproxy -db -f "$work/haproxy.cfg"
+ha_pid=$last_pid; wait_ready haproxy "$HA_HS" "$ha_pid" /healthz
+
+for route in /v1/lingo/me/xp /v1/lingo/languages; do
+  for port in "$LINGO" "$GW" "$GW_NOCACHE" "$HA_HS"; do
+    got=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $HS_TOKEN" "http://127.0.0.1:$port$route")
+    [ "$got" = 200 ] || die "$port$route answered $got"
+  done
+  got=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RS_TOKEN" "http://127.0.0.1:$HA_RS$route")
+  [ "$got" = 200 ] || die "HAProxy RS256 $route answered $got"
+done
+
+# one CONTENDER ROUTE ALG CONNS SECS URL: one wrk run, one TSV line (contender route alg conns rps p50 p99 errors load).
+one() {
+  local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result
+  [ "$alg" = HS256 ] && token=$HS_TOKEN || token=$RS_TOKEN
+  [ "$conns" -lt 2 ] && threads=1
+  out=$(TOKEN=$token wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s "$bench_dir/bench.lua" "$url" 2>&1) || true
+  result=$(sed -n 's/^RESULT //p' <<<"$out")
+  [ -n "$result" ] || { printf '%s\n' "$out" >&2; die "wrk failed on $who $route"; }
+  python3 - "$who" "$route" "$alg" "$conns" "$result" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results" <<'EOF'
+import json, sys
+who, route, alg, conns, raw, load = sys.argv[1:]
+r = json.loads(raw)
+errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["non_2xx_3xx"]
+print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load]))
+EOF
+  tail -n 1 "$results" >&2
+}
+
+: >"$results"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+say "interleaved rounds: $ROUNDS x (routes x algorithms x contenders), $STEP_SECS s per step"
+for round in $(seq 1 "$ROUNDS"); do
+  for route in /v1/lingo/me/xp /v1/lingo/languages; do
+    for alg in HS256 RS256; do
+      [ $alg = HS256 ] && ha=$HA_HS || ha=$HA_RS
+      one gateway "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$GW$route"
+      one haproxy "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$ha$route"
+      one gateway-nocache "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$GW_NOCACHE$route"
+      one direct "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$LINGO$route"
+      for who in direct gateway haproxy; do
+        case $who in direct) p=$LINGO ;; gateway) p=$GW ;; haproxy) p=$ha ;; esac
+        one "$who" "$route" $alg 2 "$STEP_SECS" "http://127.0.0.1:$p$route"
+      done
+    done
+  done
+done
+
+say "256 connections (peak RSS)"
+one gateway /v1/lingo/languages HS256 256 "$STEP_SECS" "http://127.0.0.1:$GW/v1/lingo/languages"
+one gateway /v1/lingo/me/xp HS256 256 "$STEP_SECS" "http://127.0.0.1:$GW/v1/lingo/me/xp"
+hwm() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+printf 'rss\tgateway\t%s\nrss\tgateway-nocache\t%s\nrss\thaproxy\t%s\nrss\tlingo\t%s\n' \
+  "$(hwm "$gw_pid")" "$(hwm "$gwn_pid")" "$(hwm "$ha_pid")" "$(hwm "$lingo_pid")" >"$state/rss.tsv"
+
+if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
+  say "profiling the gateway (perf, HS256, /v1/lingo/languages, 64 connections)"
+  (TOKEN=$HS_TOKEN wrk -t2 -c64 -d10s -s "$bench_dir/bench.lua" "http://127.0.0.1:$GW/v1/lingo/languages" >/dev/null 2>&1 &
+   perf record -F 999 -g -o "$work/perf.data" -p "$gw_pid" -- sleep 8 >/dev/null 2>&1; wait) || true
+  perf report -i "$work/perf.data" --stdio --no-children --sort dso,symbol --percent-limit 1 2>/dev/null \
+    | grep -E '^ +[0-9]' | head -n 40 >"$state/profile.txt" || true
+fi
+
+say "summary"
+python3 - "$results" "$state/rss.tsv" "$state/profile.txt" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+import collections, statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
+by = collections.defaultdict(list)
+for who, route, alg, conns, rps, p50, p99, errors, load in rows:
+    by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load))
+med = lambda xs: statistics.median(xs)
+print(f"Load average at start {sys.argv[4]}, at end {sys.argv[5]}.\n")
+print("| route | alg | gateway req/s | gateway, no cache req/s | HAProxy req/s | direct req/s | gateway ÷ HAProxy | no cache ÷ HAProxy | errors |")
+print("|---|---|---|---|---|---|---|---|---|")
+for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
+    for alg in ("HS256", "RS256"):
+        g, n, h, d = (med([r[0] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
+        errs = sum(r[3] for w in ("gateway", "gateway-nocache", "haproxy", "direct") for r in by[(w, route, alg, 64)])
+        print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {errs} |")
+print("\nMedian over the rounds, 64 connections. p50 at 2 connections, added over the direct call:\n")
+print("| route | alg | direct p50 ms | gateway p50 ms | HAProxy p50 ms | gateway added ms | HAProxy added ms |")
+print("|---|---|---|---|---|---|---|")
+for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
+    for alg in ("HS256", "RS256"):
+        d, g, h = (med([r[1] for r in by[(w, route, alg, 2)]]) for w in ("direct", "gateway", "haproxy"))
+        print(f"| `{route}` | {alg} | {d:.3f} | {g:.3f} | {h:.3f} | {g-d:+.3f} | {h-d:+.3f} |")
+c256 = [r for k, v in by.items() if k[3] == 256 for r in v]
+print(f"\nPeak RSS (VmHWM) after the 256-connection steps: gateway {rss['gateway']/1024:.1f} MiB, gateway without cache {rss['gateway-nocache']/1024:.1f} MiB, HAProxy {rss['haproxy']/1024:.1f} MiB, lingo-service {rss['lingo']/1024:.1f} MiB; 256-connection errors: {sum(r[3] for r in c256)}.")
+try:
+    profile = open(sys.argv[3]).read().strip()
+except OSError:
+    profile = ""
+if profile:
+    print("\nFlat profile of the gateway (perf, HS256, `/v1/lingo/languages`, 64 connections; self time by DSO and symbol, over 1%):\n")
+    print("```\n" + profile + "\n```")
+EOF
