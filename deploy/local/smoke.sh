@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test of a running local stack (deploy/local/run.sh): the first path through the gateway
-# answers as API.md says. GATEWAY_PORT selects the gateway (default 8080).
+# answers as docs/ says. GATEWAY_PORT selects the gateway (default 8080).
 set -euo pipefail
 port=${GATEWAY_PORT:-8080}
 body=$(curl -fsS "http://127.0.0.1:$port/v1/lingo/languages")

@@ -1,4 +1,4 @@
--- Roles and schemas of the system (DESIGN.md, "Database"). Idempotent: run it on every start.
+-- Roles and schemas of the system (README.md, "Database"). Idempotent: run it on every start.
 -- Table-level grants live in each service's migrations, next to the tables they cover.
 --
 --   <svc>_owner     owns schema <svc> and runs its migrations

@@ -1,4 +1,4 @@
-//! The client address of a request (API.md section 5, "Client address"): the peer address, unless
+//! The client address of a request (docs/gateway.md, "Client address"): the peer address, unless
 //! the peer is one of the `TRUSTED_PROXIES`, in which case the rightmost `X-Forwarded-For` entry
 //! that is not itself a trusted proxy. That address is what rate limits, logs and the services see.
 

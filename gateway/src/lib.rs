@@ -3,7 +3,7 @@
 //! It owns the edge: the route table of which endpoints need a token, token verification (through
 //! shared-auth, with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB
 //! body limit, and proxying `/v1/lingo/*` and `/v1/news/*` to the services' replicas with streamed
-//! bodies, cooldowns, readiness probes and the failure answers of API.md section 5. It owns no data
+//! bodies, cooldowns, readiness probes and the failure answers of docs/gateway.md. It owns no data
 //! and must never answer a `/v1` request itself beyond refusing it: the services decide every
 //! success, and they verify the forwarded `Authorization` header again themselves.
 

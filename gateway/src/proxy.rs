@@ -1,7 +1,7 @@
 //! Forwarding one request to a replica of an upstream group over a pooled HTTP/1.1 client: header
 //! hygiene both ways (done in place, without copying the header map), request and response bodies
 //! streamed (never buffered whole), the 1 MiB request-body limit, retries only for attempts that
-//! never reached an upstream, and the failures of API.md section 5 as problems.
+//! never reached an upstream, and the failures of docs/gateway.md as problems.
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -26,7 +26,7 @@ use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, Replica, UpstreamGroup};
 
-/// Largest request body the gateway passes on (API.md section 1).
+/// Largest request body the gateway passes on (docs/conventions.md).
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
 
 /// Idle keep-alive connections kept per replica: enough for 256 concurrent clients.

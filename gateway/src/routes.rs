@@ -1,4 +1,4 @@
-//! The gateway's route table: which upstream group a path belongs to and whether API.md marks the
+//! The gateway's route table: which upstream group a path belongs to and whether docs/ marks the
 //! endpoint Required (refused at the edge without a valid token) or Optional.
 //!
 //! The table is deliberately conservative: it matches on percent-decoded segments and ignores

@@ -1,4 +1,4 @@
-//! Every refusal of API.md section 2, with HS256 and with RS256 / ES256 / EdDSA keys generated here.
+//! Every refusal of docs/authentication.md, with HS256 and with RS256 / ES256 / EdDSA keys generated here.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Every row of the API.md section 2 table, answered by the gateway itself, with HS256 and with an
+//! Every row of the docs/authentication.md table, answered by the gateway itself, with HS256 and with an
 //! RS256 JWKS served over HTTP (including a key rotation picked up without a restart).
 
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Replicas, cooldowns, probes and the upstream failures of API.md section 5.
+//! Replicas, cooldowns, probes and the upstream failures of docs/gateway.md.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,7 @@ use shared_auth::testing::token;
 
 use crate::helpers::{Stack, problem, raw_request};
 
-/// Every Required endpoint of API.md sections 3 and 4.
+/// Every Required endpoint of docs/lingo.md and docs/news.md.
 const REQUIRED: &[(&str, &str)] = &[
     ("GET", "/v1/lingo/me/progress"),
     ("GET", "/v1/lingo/me/xp"),

@@ -29,7 +29,7 @@ pub enum ConfigError {
 }
 
 /// Why a request was refused. Each variant renders the status, `code` and `WWW-Authenticate` of
-/// the API.md table.
+/// the docs/authentication.md table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("missing bearer token")]

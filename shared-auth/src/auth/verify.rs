@@ -1,4 +1,4 @@
-//! Bearer-token verification (API.md section 2), shared by the gateway and both services so that
+//! Bearer-token verification (docs/authentication.md), shared by the gateway and both services so that
 //! all three refuse exactly the same tokens with exactly the same answers.
 
 use std::collections::HashSet;

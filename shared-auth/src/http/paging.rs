@@ -1,4 +1,4 @@
-//! The paging convention of API.md section 1: `limit` 1..=100 (default 20), `offset` 0..=10000,
+//! The paging convention of docs/conventions.md: `limit` 1..=100 (default 20), `offset` 0..=10000,
 //! answered as `{data, count, limit, offset, next_offset}`.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! `Idempotency-Key` records (API.md section 3), the same for every service that takes the header.
+//! `Idempotency-Key` records (docs/conventions.md), the same for every service that takes the header.
 //!
 //! Keys are scoped to the caller and kept 24 h. Within the write's own transaction:
 //! 1. `pg_try_advisory_xact_lock` on a hash of (scope, caller, key). Failing to get it means
