@@ -1,4 +1,4 @@
-//! news-service: the news API (`/v1/news`) of API.md section 4.
+//! news-service: the news API (`/v1/news`; the contract is in docs/).
 //!
 //! It owns the `news` schema: the curated catalogue (organisations, journalists, articles), which
 //! it only reads at run time, and the engagement tables (likes, bookmarks, follows, comments) it
@@ -7,6 +7,10 @@
 //! plus the `migrate`, `seed` and `import` commands. It must not read any other service's
 //! schema, trust an identity header, or write curated tables as its runtime role: it verifies
 //! every token itself through shared-auth.
+//!
+//! Where things live: `routes/` (HTTP only, one module per resource), `store/` (all SQL),
+//! `domain/` (pure rules), `views` (the answer shapes several routes share), `error` (the
+//! error enum and codes), `openapi` (document assembly and the catalogue of problem answers).
 
 pub mod cache;
 pub mod config;
@@ -19,67 +23,41 @@ pub mod import;
 pub mod openapi;
 pub mod routes;
 pub mod seed;
+pub mod state;
+pub mod store;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::FromRef;
-use axum::routing::get;
 use shared_auth::Verifier;
 use shared_auth::metrics::HttpMetrics;
-use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 pub use config::ServeConfig;
 pub use db::migrate;
+pub use error::{Error, Result};
 pub use import::{ImportSummary, import};
-pub use openapi::openapi;
 pub use seed::seed;
+pub use state::{ApiDocument, AppState, Pools};
 
-/// Request bodies are at most 16 KiB at the services (API.md section 1).
+/// Request bodies are at most 16 KiB at the services (the contract's limits).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// How long `/readyz` waits for each pool to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The two pools: the primary for writes and for whatever a signed-in caller reads (so they see
-/// their own writes at once), the read pool (a replica, or the primary) for anonymous reads.
-#[derive(Clone, Debug)]
-pub struct Pools {
-    pub primary: PgPool,
-    pub read: PgPool,
-}
-
-impl Pools {
-    /// The pool a read should use: personalised reads go to the primary.
-    pub fn for_reader(&self, signed_in: bool) -> &PgPool {
-        if signed_in { &self.primary } else { &self.read }
-    }
-}
-
-#[derive(Clone)]
-pub struct AppState {
-    pub pools: Pools,
-    pub verifier: Arc<Verifier>,
-}
-
-impl FromRef<AppState> for Arc<Verifier> {
-    fn from_ref(state: &AppState) -> Self {
-        state.verifier.clone()
-    }
+/// The service's OpenAPI document, as `/v1/news/openapi.json` serves it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    openapi::document(routes::router())
 }
 
 /// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(routes::articles::router())
-        .merge(routes::comments::router())
-        .merge(routes::engagement::router())
-        .merge(routes::directory::router())
-        .merge(routes::me::router())
-        .route("/openapi.json", get(openapi::serve));
+    let (api, _) = routes::router().split_for_parts();
     let pools = vec![
         ("primary", state.pools.primary.clone()),
         ("read", state.pools.read.clone()),
@@ -87,7 +65,7 @@ pub fn router(state: AppState) -> Router {
     let metrics = HttpMetrics::new("news", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
-    let routes = Router::new().nest("/v1/news", api).merge(health);
+    let routes = api.merge(health);
     shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
@@ -96,10 +74,21 @@ pub struct Application {
     port: u16,
     listener: TcpListener,
     router: Router,
+    cleanup: CleanupTask,
+}
+
+/// The idempotency-key sweep, stopped when the application it belongs to goes away.
+struct CleanupTask(JoinHandle<()>);
+
+impl Drop for CleanupTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Application {
-    /// Builds pools and the verifier, migrates when asked, and binds the listener (port 0 in tests).
+    /// Builds pools and the verifier, migrates when asked, binds the listener (port 0 in tests)
+    /// and starts the sweep of expired idempotency keys.
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
         if config.migrate_on_start {
             let owner = config.owner_database_url.as_deref().ok_or_else(|| {
@@ -119,9 +108,14 @@ impl Application {
             _ => primary.clone(),
         };
         let verifier = Verifier::from_config(&config.auth).await?;
+        let cleanup = CleanupTask(tokio::spawn(idempotency::cleanup_task(
+            primary.clone(),
+            Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
+        )));
         let state = AppState {
             pools: Pools { primary, read },
             verifier,
+            document: ApiDocument(Arc::new(openapi())),
         };
         let listener = TcpListener::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();
@@ -129,6 +123,7 @@ impl Application {
             port,
             listener,
             router: router(state),
+            cleanup,
         })
     }
 
@@ -143,6 +138,7 @@ impl Application {
     /// Serves until SIGINT/SIGTERM, then drains in-flight requests.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "news-service listening");
+        let _cleanup = self.cleanup;
         axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shared_auth::telemetry::shutdown_signal())
             .await

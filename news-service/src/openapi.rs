@@ -1,27 +1,29 @@
-//! The service's OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations,
-//! and served at `GET /v1/news/openapi.json`. The gateway merges it with lingo's, so operation ids
-//! carry a `news_` prefix and the output is deterministic (no hash maps).
-//!
-//! Problem answers are described once here (`ToResponse` types, inlined into each operation) so
-//! every operation lists exactly the statuses its handler can produce.
+//! The service's OpenAPI 3.1 document, assembled from the routers (each route declares its own
+//! documentation with `utoipa-axum`), and the pieces operations share: header parameters and
+//! one catalogue of problem answers, grouped into the sets each kind of operation can produce.
+//! The gateway merges the document with lingo's, so operation ids carry a `news_` prefix and
+//! the output is deterministic (no hash maps).
 
-use std::sync::LazyLock;
+use std::collections::BTreeMap;
 
-use axum::http::HeaderMap;
-use axum::response::Response;
-use shared_auth::OptionalCaller;
 use shared_auth::openapi::{BearerSecurity, ProblemDocument};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response as ApiResponse, ResponseBuilder};
-use utoipa::{IntoParams, Modify, OpenApi, ToResponse};
+use utoipa::{IntoParams, IntoResponses, Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
-use crate::cache::json_read;
-use crate::routes::{articles, comments, directory, engagement, me};
+use crate::error::ErrorCode;
+use crate::state::AppState;
 
-/// The full document of the service, every path under `/v1/news`.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    NewsApi::openapi()
+/// The document of `routes`: the shared header, tags and security added to what each route
+/// declares.
+pub fn document(routes: OpenApiRouter<AppState>) -> utoipa::openapi::OpenApi {
+    let mut document = OpenApiRouter::with_openapi(NewsApi::openapi())
+        .merge(routes)
+        .into_openapi();
+    RequestIdHeader.modify(&mut document);
+    document
 }
 
 #[derive(OpenApi)]
@@ -33,29 +35,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             a stable `code`. Every response carries `x-request-id`. Request bodies are JSON of at \
             most 16 KiB; unknown fields are rejected (422 `validation_failed`)."
     ),
-    paths(
-        articles::list_articles,
-        articles::get_article,
-        comments::list_comments,
-        comments::create_comment,
-        comments::get_comment,
-        engagement::like,
-        engagement::unlike,
-        engagement::bookmark,
-        engagement::unbookmark,
-        engagement::follow_journalist,
-        engagement::unfollow_journalist,
-        engagement::follow_organization,
-        engagement::unfollow_organization,
-        directory::list_organizations,
-        directory::list_journalists,
-        me::my_bookmarks,
-        me::my_following,
-        me::my_feed,
-        serve,
-    ),
     components(schemas(ProblemDocument)),
-    modifiers(&BearerSecurity, &RequestIdHeader),
+    modifiers(&BearerSecurity),
     tags(
         (name = "news-articles", description = "Articles, newest first."),
         (name = "news-comments", description = "Comment threads."),
@@ -69,7 +50,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 struct NewsApi;
 
 /// Adds `x-request-id` to every response of every operation: the request's own id when it sent a
-/// sane one, else a generated one (API.md section 1).
+/// sane one, else a generated one.
 struct RequestIdHeader;
 
 impl Modify for RequestIdHeader {
@@ -94,32 +75,6 @@ impl Modify for RequestIdHeader {
             }
         }
     }
-}
-
-/// `GET /v1/news/openapi.json`: this document. Needs no token, but like every optional endpoint
-/// it refuses an invalid one (fail closed).
-#[utoipa::path(
-    get,
-    path = "/v1/news/openapi.json",
-    operation_id = "news_openapi",
-    tag = "news-meta",
-    params(IfNoneMatch),
-    security((), ("bearer" = [])),
-    responses(
-        (status = 200, description = "This OpenAPI 3.1 document.", body = Object,
-            content_type = "application/json",
-            headers(
-                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
-                ("ETag" = String, description = "Strong validator; anonymous answers only."),
-                ("Vary" = String, description = "`authorization`."),
-            )),
-        (status = 304, response = inline(NotModified)),
-        (status = 401, response = inline(Unauthorized)),
-    )
-)]
-pub async fn serve(OptionalCaller(caller): OptionalCaller, headers: HeaderMap) -> Response {
-    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(openapi);
-    json_read(&headers, caller.is_some(), &*DOCUMENT)
 }
 
 // --- parameters shared by several operations ---------------------------------------------------
@@ -152,7 +107,7 @@ pub struct IdempotencyKeyHeader {
     pub idempotency_key: Option<String>,
 }
 
-// --- responses shared by several operations ----------------------------------------------------
+// --- the catalogue of problem answers -----------------------------------------------------------
 
 const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -183,63 +138,119 @@ const WWW_AUTHENTICATE: (&str, &str) = (
 );
 const RETRY_AFTER: (&str, &str) = ("Retry-After", "Seconds to wait before retrying.");
 
-macro_rules! problem_responses {
-    ($($(#[$doc:meta])* $name:ident => $description:expr $(, $header:expr)*;)*) => {$(
-        $(#[$doc])*
+/// One answer of the catalogue: its status and how the document describes it.
+trait CatalogueEntry {
+    const STATUS: &'static str;
+    fn response() -> RefOr<ApiResponse>;
+}
+
+macro_rules! problem_answers {
+    ($($name:ident => $status:literal, $description:expr $(, $header:expr)*;)*) => {$(
         pub struct $name;
 
-        impl<'r> ToResponse<'r> for $name {
-            fn response() -> (&'r str, RefOr<ApiResponse>) {
-                (stringify!($name), problem($description, &[$($header),*]))
+        impl CatalogueEntry for $name {
+            const STATUS: &'static str = $status;
+            fn response() -> RefOr<ApiResponse> {
+                problem(&$description, &[$($header),*])
             }
         }
     )*};
 }
 
-problem_responses! {
-    BadQuery => "`invalid_query`: a query parameter is not an integer or out of range.";
-    BadPath => "`bad_request`: a path segment is not percent-encoded UTF-8.";
-    BadPathOrQuery => "`invalid_query`: a query parameter is not an integer or out of range. \
-        `bad_request`: a path segment is not percent-encoded UTF-8.";
-    BadListQuery => "`invalid_query`: a query parameter is malformed or out of range, or both \
-        `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
+problem_answers! {
+    BadQuery => "400", "`invalid_query`: a query parameter is not an integer or out of range.";
+    BadPath => "400", "`bad_request`: a path segment is not percent-encoded UTF-8.";
+    BadPathOrQuery => "400", "`invalid_query`: a query parameter is not an integer or out of \
+        range. `bad_request`: a path segment is not percent-encoded UTF-8.";
+    BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
+        both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
         belongs to another list or other filters.";
-    BadCommentRequest => "`malformed_json`: the body is empty or not JSON. \
+    BadCommentRequest => "400", "`malformed_json`: the body is empty or not JSON. \
         `invalid_idempotency_key`: `Idempotency-Key` is not one value of 1..=255 visible ASCII \
         characters.";
-    Unauthorized => "`missing_token` (a required endpoint without `Authorization`), \
+    Unauthorized => "401", "`missing_token` (a required endpoint without `Authorization`), \
         `invalid_authorization_header` (not `Bearer <token>`), or `invalid_token` (bad \
         signature, expired, wrong issuer or audience, ...). Optional endpoints answer 401 too \
         when a token is sent and invalid.", WWW_AUTHENTICATE;
-    ArticleNotFound => "`article_not_found`: no article has this id.";
-    CommentNotFound => "`comment_not_found`: no comment has this id.";
-    JournalistNotFound => "`journalist_not_found`: no journalist has this id.";
-    OrganizationNotFound => "`organization_not_found`: no organisation has this id.";
-    IdempotencyInUse => "`idempotency_key_in_use`: a request with this `Idempotency-Key` is \
-        still being processed.";
-    PayloadTooLarge => "`payload_too_large`: the body is over 16 KiB.";
-    UnsupportedMediaType => "`unsupported_media_type`: the body is not `application/json`.";
-    CommentRejected => "`validation_failed` (a field is missing, null, of the wrong type, \
+    ArticleNotFound => "404", ErrorCode::ArticleNotFound.describe();
+    CommentNotFound => "404", ErrorCode::CommentNotFound.describe();
+    JournalistNotFound => "404", ErrorCode::JournalistNotFound.describe();
+    OrganizationNotFound => "404", ErrorCode::OrganizationNotFound.describe();
+    IdempotencyInUse => "409", "`idempotency_key_in_use`: a request with this \
+        `Idempotency-Key` is still being processed.";
+    PayloadTooLarge => "413", "`payload_too_large`: the body is over 16 KiB.";
+    UnsupportedMediaType => "415", "`unsupported_media_type`: the body is not \
+        `application/json`.";
+    CommentRejected => "422", "`validation_failed` (a field is missing, null, of the wrong type, \
         unknown, or `text` is empty after trimming or over 10,000 characters), \
         `unknown_article`, `unknown_parent`, `parent_article_mismatch`, `max_depth_exceeded`, \
         or `idempotency_key_reused` (the key was used with another body). `errors` names the \
         field.";
-    Internal => "`internal_error`: the server failed; the problem says nothing more.";
-    Unavailable => "`database_unavailable`: the database is not reachable; retry after \
+    Internal => "500", "`internal_error`: the server failed; the problem says nothing more.";
+    Unavailable => "503", "`database_unavailable`: the database is not reachable; retry after \
         `Retry-After`.", RETRY_AFTER;
 }
 
 /// 304 to an anonymous read whose `If-None-Match` matches: no body.
 pub struct NotModified;
 
-impl<'r> ToResponse<'r> for NotModified {
-    fn response() -> (&'r str, RefOr<ApiResponse>) {
-        let response = ResponseBuilder::new()
+impl CatalogueEntry for NotModified {
+    const STATUS: &'static str = "304";
+    fn response() -> RefOr<ApiResponse> {
+        ResponseBuilder::new()
             .description("Not modified: the stored answer with this `ETag` is still current.")
             .header("Cache-Control", string_header("`public, max-age=30`."))
             .header("ETag", string_header("The current strong validator."))
             .header("Vary", string_header("`authorization`."))
-            .build();
-        ("NotModified", response.into())
+            .build()
+            .into()
     }
+}
+
+/// Declares the answer sets: each one lists, for `responses(...)`, every non-2xx status an
+/// operation of its kind can produce.
+macro_rules! answer_sets {
+    ($($(#[$doc:meta])* $name:ident = [$($entry:ident),* $(,)?];)*) => {$(
+        $(#[$doc])*
+        pub struct $name;
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<ApiResponse>> {
+                BTreeMap::from([$(($entry::STATUS.to_owned(), $entry::response())),*])
+            }
+        }
+    )*};
+}
+
+answer_sets! {
+    /// A cacheable article list (offset or cursor paging).
+    ArticleListAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    /// One cacheable article.
+    ArticleAnswers = [NotModified, BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// A cacheable page of an article's comments.
+    CommentThreadAnswers =
+        [NotModified, BadPathOrQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// One cacheable comment.
+    CommentAnswers = [NotModified, BadPath, Unauthorized, CommentNotFound, Internal, Unavailable];
+    /// Writing a comment.
+    CreateCommentAnswers = [
+        BadCommentRequest, Unauthorized, IdempotencyInUse, PayloadTooLarge, UnsupportedMediaType,
+        CommentRejected, Internal, Unavailable,
+    ];
+    /// Adding or removing a like or bookmark of an article.
+    ArticleEdgeAnswers = [BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// Following or unfollowing a journalist.
+    JournalistEdgeAnswers = [BadPath, Unauthorized, JournalistNotFound, Internal, Unavailable];
+    /// Following or unfollowing an organisation.
+    OrganizationEdgeAnswers = [BadPath, Unauthorized, OrganizationNotFound, Internal, Unavailable];
+    /// A cacheable directory page (offset paging).
+    DirectoryAnswers = [NotModified, BadQuery, Unauthorized, Internal, Unavailable];
+    /// A page of the caller's own list (offset paging).
+    PrivatePageAnswers = [BadQuery, Unauthorized, Internal, Unavailable];
+    /// The caller's own, unpaged list.
+    PrivateAnswers = [Unauthorized, Internal, Unavailable];
+    /// A page of the caller's feed (offset or cursor paging).
+    FeedAnswers = [BadListQuery, Unauthorized, Internal, Unavailable];
+    /// This document.
+    DocumentAnswers = [NotModified, Unauthorized];
 }

@@ -1,41 +1,31 @@
 //! Like, bookmark, follow journalist, follow organisation: POST is an idempotent upsert, DELETE an
 //! idempotent removal, both answering the caller's state and the exact count. An unknown target is
 //! 404 and writes nothing. Always on the primary, so the answer includes the caller's own write.
+//! The eight handlers are one piece of logic ([`answer`]) over the four edges of `store`.
 
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Map, Value};
-use shared_auth::{Problem, RequiredCaller};
-use sqlx::PgPool;
+use shared_auth::RequiredCaller;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::AppState;
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{
-    ArticleNotFound, BadPath, Internal, JournalistNotFound, OrganizationNotFound, Unauthorized,
-    Unavailable,
-};
+use crate::openapi::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
+use crate::state::AppState;
+use crate::store::engagement::{BOOKMARK, Edge, FOLLOW_JOURNALIST, FOLLOW_ORGANIZATION, LIKE};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/articles/{article_id}/like", post(like).delete(unlike))
-        .route(
-            "/articles/{article_id}/bookmark",
-            post(bookmark).delete(unbookmark),
-        )
-        .route(
-            "/journalists/{journalist_id}/follow",
-            post(follow_journalist).delete(unfollow_journalist),
-        )
-        .route(
-            "/organizations/{organization_id}/follow",
-            post(follow_organization).delete(unfollow_organization),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(like, unlike))
+        .routes(routes!(bookmark, unbookmark))
+        .routes(routes!(follow_journalist, unfollow_journalist))
+        .routes(routes!(follow_organization, unfollow_organization))
 }
 
-// The answers `Edge::answer` writes, one per edge kind (documentation of its JSON object).
+// The answers `answer` writes, one per edge kind (documentation of its JSON object).
 
 /// The caller's like of an article and the article's like count.
 #[derive(ToSchema)]
@@ -77,112 +67,24 @@ pub struct OrganizationFollowState {
     pub follower_count: i64,
 }
 
-/// One kind of engagement edge between a caller and a target. All names are static SQL
-/// identifiers of our own schema, never input.
-pub struct Edge {
-    target_table: &'static str,
-    edge_table: &'static str,
-    target_column: &'static str,
-    flag_field: &'static str,
-    count_field: &'static str,
-    not_found: &'static str,
-}
-
-pub const LIKE: Edge = Edge {
-    target_table: "articles",
-    edge_table: "likes",
-    target_column: "article_id",
-    flag_field: "liked",
-    count_field: "like_count",
-    not_found: "article_not_found",
-};
-pub const BOOKMARK: Edge = Edge {
-    target_table: "articles",
-    edge_table: "bookmarks",
-    target_column: "article_id",
-    flag_field: "bookmarked",
-    count_field: "bookmark_count",
-    not_found: "article_not_found",
-};
-pub const FOLLOW_JOURNALIST: Edge = Edge {
-    target_table: "journalists",
-    edge_table: "journalist_follows",
-    target_column: "journalist_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: "journalist_not_found",
-};
-pub const FOLLOW_ORGANIZATION: Edge = Edge {
-    target_table: "organizations",
-    edge_table: "organization_follows",
-    target_column: "organization_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: "organization_not_found",
-};
-
-impl Edge {
-    /// Adds (`on`) or removes the caller's edge in one statement that also tells whether the
-    /// target exists; the primary key makes a repeat a no-op.
-    async fn set(&self, pool: &PgPool, target: &str, user: &str, on: bool) -> Result<bool> {
-        let change = if on {
-            format!(
-                "INSERT INTO {edge} ({col}, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        } else {
-            format!(
-                "DELETE FROM {edge} WHERE {col} = $1 AND user_id = $2",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        };
-        let sql = format!(
-            "WITH target AS (SELECT id FROM {table} WHERE id = $1), change AS ({change}) \
-             SELECT EXISTS (SELECT 1 FROM target)",
-            table = self.target_table
-        );
-        Ok(sqlx::query_scalar(&sql)
-            .bind(target)
-            .bind(user)
-            .fetch_one(pool)
-            .await?)
+/// Sets or clears the caller's edge to `target` and answers the edge's state and count.
+async fn answer(
+    edge: &Edge,
+    state: &AppState,
+    target: String,
+    user: &str,
+    on: bool,
+) -> Result<Json<Value>> {
+    let pool = &state.pools.primary;
+    if !can_exist(&target) || !edge.set(pool, &target, user, on).await? {
+        return Err(edge.not_found.into());
     }
-
-    /// The number of edges to the target, counted (not cached), so it equals the rows.
-    pub async fn count(&self, pool: &PgPool, target: &str) -> Result<i64> {
-        let sql = format!(
-            "SELECT count(*) FROM {edge} WHERE {col} = $1",
-            edge = self.edge_table,
-            col = self.target_column
-        );
-        Ok(sqlx::query_scalar(&sql)
-            .bind(target)
-            .fetch_one(pool)
-            .await?)
-    }
-
-    async fn answer(
-        &self,
-        state: &AppState,
-        target: String,
-        user: &str,
-        on: bool,
-    ) -> Result<Json<Value>> {
-        let pool = &state.pools.primary;
-        if !can_exist(&target) || !self.set(pool, &target, user, on).await? {
-            return Err(Problem::not_found(self.not_found)
-                .with_detail("no such target")
-                .into());
-        }
-        let count = self.count(pool, &target).await?;
-        let mut body = Map::new();
-        body.insert(self.target_column.into(), Value::String(target));
-        body.insert(self.flag_field.into(), Value::Bool(on));
-        body.insert(self.count_field.into(), Value::from(count));
-        Ok(Json(Value::Object(body)))
-    }
+    let count = edge.count(pool, &target).await?;
+    let mut body = Map::new();
+    body.insert(edge.target_column.into(), Value::String(target));
+    body.insert(edge.flag_field.into(), Value::Bool(on));
+    body.insert(edge.count_field.into(), Value::from(count));
+    Ok(Json(Value::Object(body)))
 }
 
 macro_rules! edge_handlers {
@@ -193,7 +95,7 @@ macro_rules! edge_handlers {
             RequiredCaller(caller): RequiredCaller,
             Path(id): Path<String>,
         ) -> Result<Json<Value>> {
-            $edge.answer(&state, id, &caller.sub, $on).await
+            answer(&$edge, &state, id, &caller.sub, $on).await
         }
     )*};
 }
@@ -209,11 +111,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller likes the article.", body = LikeState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
     like => LIKE, true;
@@ -227,11 +125,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not like the article.", body = LikeState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
     unlike => LIKE, false;
@@ -245,11 +139,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
     bookmark => BOOKMARK, true;
@@ -263,11 +153,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
     unbookmark => BOOKMARK, false;
@@ -281,11 +167,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(JournalistNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            JournalistEdgeAnswers,
         )
     )]
     follow_journalist => FOLLOW_JOURNALIST, true;
@@ -299,11 +181,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(JournalistNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            JournalistEdgeAnswers,
         )
     )]
     unfollow_journalist => FOLLOW_JOURNALIST, false;
@@ -317,11 +195,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(OrganizationNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            OrganizationEdgeAnswers,
         )
     )]
     follow_organization => FOLLOW_ORGANIZATION, true;
@@ -335,11 +209,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(OrganizationNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            OrganizationEdgeAnswers,
         )
     )]
     unfollow_organization => FOLLOW_ORGANIZATION, false;
