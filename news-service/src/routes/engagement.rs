@@ -15,7 +15,7 @@ use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::openapi::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
 use crate::state::AppState;
-use crate::store::engagement::{BOOKMARK, Edge, FOLLOW_JOURNALIST, FOLLOW_ORGANIZATION, LIKE};
+use crate::store::engagement::{self, Edge};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -69,21 +69,21 @@ pub struct OrganizationFollowState {
 
 /// Sets or clears the caller's edge to `target` and answers the edge's state and count.
 async fn answer(
-    edge: &Edge,
+    edge: Edge,
     state: &AppState,
     target: String,
     user: &str,
     on: bool,
 ) -> Result<Json<Value>> {
     let pool = &state.pools.primary;
-    if !can_exist(&target) || !edge.set(pool, &target, user, on).await? {
-        return Err(edge.not_found.into());
+    if !can_exist(&target) || !engagement::set(pool, edge, &target, user, on).await? {
+        return Err(edge.not_found().into());
     }
-    let count = edge.count(pool, &target).await?;
+    let count = engagement::count(pool, edge, &target).await?;
     let mut body = Map::new();
-    body.insert(edge.target_column.into(), Value::String(target));
-    body.insert(edge.flag_field.into(), Value::Bool(on));
-    body.insert(edge.count_field.into(), Value::from(count));
+    body.insert(edge.target_field().into(), Value::String(target));
+    body.insert(edge.flag_field().into(), Value::Bool(on));
+    body.insert(edge.count_field().into(), Value::from(count));
     Ok(Json(Value::Object(body)))
 }
 
@@ -95,7 +95,7 @@ macro_rules! edge_handlers {
             RequiredCaller(caller): RequiredCaller,
             Path(id): Path<String>,
         ) -> Result<Json<Value>> {
-            answer(&$edge, &state, id, &caller.sub, $on).await
+            answer($edge, &state, id, &caller.sub, $on).await
         }
     )*};
 }
@@ -114,7 +114,7 @@ edge_handlers! {
             ArticleEdgeAnswers,
         )
     )]
-    like => LIKE, true;
+    like => Edge::Like, true;
     /// Remove the caller's like (idempotent).
     #[utoipa::path(
         delete,
@@ -128,7 +128,7 @@ edge_handlers! {
             ArticleEdgeAnswers,
         )
     )]
-    unlike => LIKE, false;
+    unlike => Edge::Like, false;
     /// Bookmark an article (idempotent).
     #[utoipa::path(
         post,
@@ -142,7 +142,7 @@ edge_handlers! {
             ArticleEdgeAnswers,
         )
     )]
-    bookmark => BOOKMARK, true;
+    bookmark => Edge::Bookmark, true;
     /// Remove the caller's bookmark (idempotent).
     #[utoipa::path(
         delete,
@@ -156,7 +156,7 @@ edge_handlers! {
             ArticleEdgeAnswers,
         )
     )]
-    unbookmark => BOOKMARK, false;
+    unbookmark => Edge::Bookmark, false;
     /// Follow a journalist (idempotent).
     #[utoipa::path(
         post,
@@ -170,7 +170,7 @@ edge_handlers! {
             JournalistEdgeAnswers,
         )
     )]
-    follow_journalist => FOLLOW_JOURNALIST, true;
+    follow_journalist => Edge::FollowJournalist, true;
     /// Stop following a journalist (idempotent).
     #[utoipa::path(
         delete,
@@ -184,7 +184,7 @@ edge_handlers! {
             JournalistEdgeAnswers,
         )
     )]
-    unfollow_journalist => FOLLOW_JOURNALIST, false;
+    unfollow_journalist => Edge::FollowJournalist, false;
     /// Follow an organisation (idempotent).
     #[utoipa::path(
         post,
@@ -198,7 +198,7 @@ edge_handlers! {
             OrganizationEdgeAnswers,
         )
     )]
-    follow_organization => FOLLOW_ORGANIZATION, true;
+    follow_organization => Edge::FollowOrganization, true;
     /// Stop following an organisation (idempotent).
     #[utoipa::path(
         delete,
@@ -212,5 +212,5 @@ edge_handlers! {
             OrganizationEdgeAnswers,
         )
     )]
-    unfollow_organization => FOLLOW_ORGANIZATION, false;
+    unfollow_organization => Edge::FollowOrganization, false;
 }

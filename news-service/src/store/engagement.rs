@@ -1,103 +1,196 @@
 //! Engagement edges between a caller and a target: likes and bookmarks of articles, follows of
-//! journalists and organisations. The four share one statement shape over an [`Edge`] (which
-//! target table, which edge table), so adding, removing and counting work alike for all of them.
+//! journalists and organisations. Each edge has the same three statements (add, remove, count),
+//! written out per edge so the compiler checks every one against the migrations.
 
 use sqlx::PgExecutor;
 
 use crate::error::{ErrorCode, Result};
 
-/// One kind of engagement edge between a caller and a target. All names are static SQL
-/// identifiers of our own schema, never input.
-pub struct Edge {
-    pub target_table: &'static str,
-    pub edge_table: &'static str,
-    /// The edge's column naming the target; also the target's field in the answer.
-    pub target_column: &'static str,
-    /// The answer's field saying whether the edge now exists.
-    pub flag_field: &'static str,
-    /// The answer's field with the number of edges to the target.
-    pub count_field: &'static str,
-    /// The 404 of an unknown target.
-    pub not_found: ErrorCode,
+/// One kind of engagement edge between a caller and a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    Like,
+    Bookmark,
+    FollowJournalist,
+    FollowOrganization,
 }
 
-pub const LIKE: Edge = Edge {
-    target_table: "articles",
-    edge_table: "likes",
-    target_column: "article_id",
-    flag_field: "liked",
-    count_field: "like_count",
-    not_found: ErrorCode::ArticleNotFound,
-};
-pub const BOOKMARK: Edge = Edge {
-    target_table: "articles",
-    edge_table: "bookmarks",
-    target_column: "article_id",
-    flag_field: "bookmarked",
-    count_field: "bookmark_count",
-    not_found: ErrorCode::ArticleNotFound,
-};
-pub const FOLLOW_JOURNALIST: Edge = Edge {
-    target_table: "journalists",
-    edge_table: "journalist_follows",
-    target_column: "journalist_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: ErrorCode::JournalistNotFound,
-};
-pub const FOLLOW_ORGANIZATION: Edge = Edge {
-    target_table: "organizations",
-    edge_table: "organization_follows",
-    target_column: "organization_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: ErrorCode::OrganizationNotFound,
-};
-
 impl Edge {
-    /// Adds (`on`) or removes the caller's edge in one statement that also tells whether the
-    /// target exists; the primary key makes a repeat a no-op. A target removed between the two
-    /// halves fails `<edge>_<target>_fkey` (`likes_article_id_fkey`, ...), which
-    /// `error::on_constraint` turns into this edge's 404.
-    pub async fn set(
-        &self,
-        db: impl PgExecutor<'_>,
-        target: &str,
-        user: &str,
-        on: bool,
-    ) -> Result<bool> {
-        let change = if on {
-            format!(
-                "INSERT INTO {edge} ({col}, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        } else {
-            format!(
-                "DELETE FROM {edge} WHERE {col} = $1 AND user_id = $2",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        };
-        let sql = format!(
-            "WITH target AS (SELECT id FROM {table} WHERE id = $1), change AS ({change}) \
-             SELECT EXISTS (SELECT 1 FROM target)",
-            table = self.target_table
-        );
-        Ok(sqlx::query_scalar(&sql)
-            .bind(target)
-            .bind(user)
-            .fetch_one(db)
-            .await?)
+    /// The edge's column naming the target; also the target's field in the answer.
+    pub fn target_field(self) -> &'static str {
+        match self {
+            Self::Like | Self::Bookmark => "article_id",
+            Self::FollowJournalist => "journalist_id",
+            Self::FollowOrganization => "organization_id",
+        }
     }
 
-    /// The number of edges to the target, counted (not cached), so it equals the rows.
-    pub async fn count(&self, db: impl PgExecutor<'_>, target: &str) -> Result<i64> {
-        let sql = format!(
-            "SELECT count(*) FROM {edge} WHERE {col} = $1",
-            edge = self.edge_table,
-            col = self.target_column
-        );
-        Ok(sqlx::query_scalar(&sql).bind(target).fetch_one(db).await?)
+    /// The answer's field saying whether the edge now exists.
+    pub fn flag_field(self) -> &'static str {
+        match self {
+            Self::Like => "liked",
+            Self::Bookmark => "bookmarked",
+            Self::FollowJournalist | Self::FollowOrganization => "following",
+        }
     }
+
+    /// The answer's field with the number of edges to the target.
+    pub fn count_field(self) -> &'static str {
+        match self {
+            Self::Like => "like_count",
+            Self::Bookmark => "bookmark_count",
+            Self::FollowJournalist | Self::FollowOrganization => "follower_count",
+        }
+    }
+
+    /// The 404 of an unknown target.
+    pub fn not_found(self) -> ErrorCode {
+        match self {
+            Self::Like | Self::Bookmark => ErrorCode::ArticleNotFound,
+            Self::FollowJournalist => ErrorCode::JournalistNotFound,
+            Self::FollowOrganization => ErrorCode::OrganizationNotFound,
+        }
+    }
+}
+
+/// Adds (`on`) or removes the caller's edge; `false` when the target does not exist.
+pub async fn set(
+    db: impl PgExecutor<'_>,
+    edge: Edge,
+    target: &str,
+    user: &str,
+    on: bool,
+) -> Result<bool> {
+    if on {
+        add(db, edge, target, user).await
+    } else {
+        remove(db, edge, target, user).await
+    }
+}
+
+/// Adds the caller's edge in one statement that also tells whether the target exists; the
+/// primary key makes a repeat a no-op. A target removed between the two halves fails
+/// `likes_article_id_fkey` / `bookmarks_article_id_fkey` /
+/// `journalist_follows_journalist_id_fkey` / `organization_follows_organization_id_fkey`, which
+/// `error::on_constraint` turns into the edge's 404.
+async fn add(db: impl PgExecutor<'_>, edge: Edge, target: &str, user: &str) -> Result<bool> {
+    let exists = match edge {
+        Edge::Like => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM articles WHERE id = $1), change AS (INSERT INTO likes (article_id, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::Bookmark => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM articles WHERE id = $1), change AS (INSERT INTO bookmarks (article_id, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowJournalist => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM journalists WHERE id = $1), change AS (INSERT INTO journalist_follows (journalist_id, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowOrganization => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM organizations WHERE id = $1), change AS (INSERT INTO organization_follows (organization_id, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+    };
+    Ok(exists)
+}
+
+/// Removes the caller's edge in one statement that also tells whether the target exists.
+async fn remove(db: impl PgExecutor<'_>, edge: Edge, target: &str, user: &str) -> Result<bool> {
+    let exists = match edge {
+        Edge::Like => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM articles WHERE id = $1), change AS (DELETE FROM likes WHERE article_id = $1 AND user_id = $2) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::Bookmark => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM articles WHERE id = $1), change AS (DELETE FROM bookmarks WHERE article_id = $1 AND user_id = $2) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowJournalist => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM journalists WHERE id = $1), change AS (DELETE FROM journalist_follows WHERE journalist_id = $1 AND user_id = $2) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowOrganization => {
+            sqlx::query_scalar!(
+                r#"WITH target AS (SELECT id FROM organizations WHERE id = $1), change AS (DELETE FROM organization_follows WHERE organization_id = $1 AND user_id = $2) SELECT EXISTS (SELECT 1 FROM target) AS "exists!""#,
+                target,
+                user
+            )
+            .fetch_one(db)
+            .await?
+        }
+    };
+    Ok(exists)
+}
+
+/// The number of edges to the target, counted (not cached), so it equals the rows.
+pub async fn count(db: impl PgExecutor<'_>, edge: Edge, target: &str) -> Result<i64> {
+    let count = match edge {
+        Edge::Like => {
+            sqlx::query_scalar!(
+                r#"SELECT count(*) AS "count!" FROM likes WHERE article_id = $1"#,
+                target
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::Bookmark => {
+            sqlx::query_scalar!(
+                r#"SELECT count(*) AS "count!" FROM bookmarks WHERE article_id = $1"#,
+                target
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowJournalist => {
+            sqlx::query_scalar!(
+                r#"SELECT count(*) AS "count!" FROM journalist_follows WHERE journalist_id = $1"#,
+                target
+            )
+            .fetch_one(db)
+            .await?
+        }
+        Edge::FollowOrganization => sqlx::query_scalar!(
+            r#"SELECT count(*) AS "count!" FROM organization_follows WHERE organization_id = $1"#,
+            target
+        )
+        .fetch_one(db)
+        .await?,
+    };
+    Ok(count)
 }
