@@ -1,3 +1,5 @@
+//! Article reads: the list with its filters and paging, one article, caching and viewer columns.
+
 use std::collections::HashSet;
 
 use news_service::store::articles::{ListSpec, list_query};

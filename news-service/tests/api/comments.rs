@@ -1,3 +1,5 @@
+//! Comments: create with its rules and `Idempotency-Key`, read one, threads in order.
+
 use news_service::{Application, ServeConfig};
 use serde_json::{Value, json};
 use shared_auth::testing::auth_config;
