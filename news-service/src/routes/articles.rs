@@ -9,10 +9,10 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::json_read;
+use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
-use crate::openapi::{ArticleAnswers, ArticleListAnswers, IfNoneMatch};
+use crate::problems::{ArticleAnswers, ArticleListAnswers};
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::views::{Article, ArticlePage};

@@ -12,14 +12,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::cache::json_read;
+use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::comments::{placement, validate_text};
 use crate::domain::ids::can_exist;
 use crate::error::{ErrorCode, Result};
-use crate::idempotency::{self, idempotent_create};
-use crate::openapi::{
-    CommentAnswers, CommentThreadAnswers, CreateCommentAnswers, IdempotencyKeyHeader, IfNoneMatch,
-};
+use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
+use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
 use crate::state::AppState;
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
@@ -57,10 +55,6 @@ pub struct CommentInput {
     /// comment's id (a non-UUID included) is `unknown_parent`.
     #[serde(default)]
     parent_id: Option<String>,
-}
-
-fn location_of(comment: &Comment) -> String {
-    format!("/v1/news/comments/{}", comment.id)
 }
 
 /// An article's comments in thread order: each top-level comment oldest first, followed
@@ -135,14 +129,19 @@ async fn create_comment(
 ) -> Result<Response> {
     let key = idempotency::key_from_headers(&headers)?;
     let text = validate_text(&input.text).map_err(|e| Problem::validation(vec![e]))?;
-    let request_hash = idempotency::request_hash(&input);
     idempotent_create(
         &state.pools.primary,
         &caller.sub,
         key.as_deref(),
-        &request_hash,
-        location_of,
-        async |tx| insert_comment(tx, &caller.sub, &input, &text).await,
+        &input,
+        async |tx| {
+            let comment = insert_comment(tx, &caller.sub, &input, &text).await?;
+            let location = format!("/v1/news/comments/{}", comment.id);
+            Ok(Created {
+                body: comment,
+                location,
+            })
+        },
     )
     .await
 }

@@ -13,10 +13,10 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::json_read;
+use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{DirectoryAnswers, IfNoneMatch};
+use crate::problems::DirectoryAnswers;
 use crate::state::AppState;
 use crate::store::directory::{self, Directory, JOURNALISTS, ORGANIZATIONS, Selection};
 use crate::views::{Journalist, Organization};

@@ -8,8 +8,8 @@ use shared_auth::OptionalCaller;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::json_read;
-use crate::openapi::{DocumentAnswers, IfNoneMatch};
+use crate::cache::{IfNoneMatch, json_read};
+use crate::problems::DocumentAnswers;
 use crate::state::{ApiDocument, AppState};
 
 pub fn router() -> OpenApiRouter<AppState> {

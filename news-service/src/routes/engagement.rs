@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
+use crate::problems::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
 use crate::state::AppState;
 use crate::store::engagement::{self, Edge};
 

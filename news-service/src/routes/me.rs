@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use crate::cache::json_read;
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::Result;
-use crate::openapi::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
+use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
