@@ -26,75 +26,70 @@ impl From<ErrorCode> for Error {
     }
 }
 
-/// The error codes news-service itself produces (shared-auth produces the generic ones:
-/// `invalid_query`, `validation_failed`, `invalid_token`, `database_unavailable`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// No article has this id.
-    ArticleNotFound,
-    /// No comment has this id.
-    CommentNotFound,
-    /// No journalist has this id.
-    JournalistNotFound,
-    /// No organisation has this id.
-    OrganizationNotFound,
-    /// The new comment's `article_id` names no article.
-    UnknownArticle,
-    /// The new comment's `parent_id` names no comment.
-    UnknownParent,
-    /// The parent comment belongs to another article.
-    ParentArticleMismatch,
-    /// The parent comment is already at the deepest level.
-    MaxDepthExceeded,
-    /// The cursor does not decode, or belongs to another list or other filters.
-    InvalidCursor,
+/// Declares the codes once: the doc comment of a variant is its OpenAPI text.
+macro_rules! error_codes {
+    ($(
+        $(#[doc = $doc:literal])+
+        $variant:ident = ($code:literal, $status:ident, $detail:literal),
+    )+) => {
+        /// The `code`s only news answers with (shared-auth produces the generic ones:
+        /// `invalid_query`, `validation_failed`, `invalid_token`, `database_unavailable`, ...).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorCode {
+            $( $(#[doc = $doc])+ $variant, )+
+        }
+
+        impl ErrorCode {
+            pub const ALL: &[ErrorCode] = &[$(Self::$variant),+];
+
+            /// The stable machine code of the contract.
+            pub const fn code(self) -> &'static str {
+                match self { $(Self::$variant => $code,)+ }
+            }
+
+            pub const fn status(self) -> StatusCode {
+                match self { $(Self::$variant => StatusCode::$status,)+ }
+            }
+
+            /// The human-readable `detail` the problem carries (for a code about one request
+            /// field, the message about that field).
+            pub const fn detail(self) -> &'static str {
+                match self { $(Self::$variant => $detail,)+ }
+            }
+
+            /// What the OpenAPI document says about the code (the variant's doc comment).
+            pub fn description(self) -> &'static str {
+                match self { $(Self::$variant => concat!($($doc),+).trim(),)+ }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// no article has this id
+    ArticleNotFound = ("article_not_found", NOT_FOUND, "no article has this id"),
+    /// no comment has this id
+    CommentNotFound = ("comment_not_found", NOT_FOUND, "no comment has this id"),
+    /// no journalist has this id
+    JournalistNotFound = ("journalist_not_found", NOT_FOUND, "no journalist has this id"),
+    /// no organisation has this id
+    OrganizationNotFound = ("organization_not_found", NOT_FOUND, "no organisation has this id"),
+    /// the new comment's `article_id` names no article
+    UnknownArticle = ("unknown_article", UNPROCESSABLE_ENTITY, "no article has this id"),
+    /// the new comment's `parent_id` names no comment
+    UnknownParent = ("unknown_parent", UNPROCESSABLE_ENTITY, "no comment has this id"),
+    /// the parent comment belongs to another article
+    ParentArticleMismatch = ("parent_article_mismatch", UNPROCESSABLE_ENTITY, "the parent comment belongs to another article"),
+    /// the parent comment is already at the deepest level
+    MaxDepthExceeded = ("max_depth_exceeded", UNPROCESSABLE_ENTITY, "replies may be nested at most 10 levels deep"),
+    /// the cursor does not decode, or belongs to another list or other filters
+    InvalidCursor = ("invalid_cursor", BAD_REQUEST, "the cursor does not decode"),
 }
 
 impl ErrorCode {
-    /// The stable machine code of the contract.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::ArticleNotFound => "article_not_found",
-            Self::CommentNotFound => "comment_not_found",
-            Self::JournalistNotFound => "journalist_not_found",
-            Self::OrganizationNotFound => "organization_not_found",
-            Self::UnknownArticle => "unknown_article",
-            Self::UnknownParent => "unknown_parent",
-            Self::ParentArticleMismatch => "parent_article_mismatch",
-            Self::MaxDepthExceeded => "max_depth_exceeded",
-            Self::InvalidCursor => "invalid_cursor",
-        }
-    }
-
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::ArticleNotFound
-            | Self::CommentNotFound
-            | Self::JournalistNotFound
-            | Self::OrganizationNotFound => StatusCode::NOT_FOUND,
-            Self::UnknownArticle
-            | Self::UnknownParent
-            | Self::ParentArticleMismatch
-            | Self::MaxDepthExceeded => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::InvalidCursor => StatusCode::BAD_REQUEST,
-        }
-    }
-
-    /// The detail a problem of this code carries unless a more specific one is given.
-    pub fn detail(self) -> &'static str {
-        match self {
-            Self::ArticleNotFound | Self::UnknownArticle => "no article has this id",
-            Self::CommentNotFound | Self::UnknownParent => "no comment has this id",
-            Self::JournalistNotFound => "no journalist has this id",
-            Self::OrganizationNotFound => "no organisation has this id",
-            Self::ParentArticleMismatch => "the parent comment belongs to another article",
-            Self::MaxDepthExceeded => "replies may be nested at most 10 levels deep",
-            Self::InvalidCursor => "the cursor does not decode",
-        }
-    }
-
-    /// The request field a 422 of this code is about (its `errors` entry).
-    pub fn field(self) -> Option<&'static str> {
+    /// The request field a code is about; the problem then lists it in `errors`, like every
+    /// 422 of the contract.
+    pub const fn field(self) -> Option<&'static str> {
         match self {
             Self::UnknownArticle => Some("article_id"),
             Self::UnknownParent | Self::ParentArticleMismatch | Self::MaxDepthExceeded => {
@@ -110,11 +105,6 @@ impl ErrorCode {
             Some(field) => Problem::unprocessable(self.code(), field, detail),
             None => Problem::new(self.status(), self.code()).with_detail(detail),
         }
-    }
-
-    /// "`code`: detail." as the OpenAPI response descriptions list it.
-    pub fn describe(self) -> String {
-        format!("`{}`: {}.", self.code(), self.detail())
     }
 }
 
@@ -193,6 +183,20 @@ mod tests {
             );
         }
         assert!(on_constraint("something_else").is_none());
+    }
+
+    #[test]
+    fn codes_are_unique_snake_case_and_described() {
+        let mut codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.code()).collect();
+        assert!(
+            codes
+                .iter()
+                .all(|c| c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        );
+        assert!(ErrorCode::ALL.iter().all(|c| !c.description().is_empty()));
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), ErrorCode::ALL.len());
     }
 
     #[test]

@@ -41,6 +41,11 @@ const WWW_AUTHENTICATE: (&str, &str) = (
 );
 const RETRY_AFTER: (&str, &str) = ("Retry-After", "Seconds to wait before retrying.");
 
+/// "`code`: description." as the document describes a 404 of one code.
+fn of_code(code: ErrorCode) -> String {
+    format!("`{}`: {}.", code.code(), code.description())
+}
+
 /// One answer of the catalogue: its status and how the document describes it.
 trait CatalogueEntry {
     const STATUS: &'static str;
@@ -75,10 +80,10 @@ problem_answers! {
         `invalid_authorization_header` (not `Bearer <token>`), or `invalid_token` (bad \
         signature, expired, wrong issuer or audience, ...). Optional endpoints answer 401 too \
         when a token is sent and invalid.", WWW_AUTHENTICATE;
-    ArticleNotFound => "404", ErrorCode::ArticleNotFound.describe();
-    CommentNotFound => "404", ErrorCode::CommentNotFound.describe();
-    JournalistNotFound => "404", ErrorCode::JournalistNotFound.describe();
-    OrganizationNotFound => "404", ErrorCode::OrganizationNotFound.describe();
+    ArticleNotFound => "404", of_code(ErrorCode::ArticleNotFound);
+    CommentNotFound => "404", of_code(ErrorCode::CommentNotFound);
+    JournalistNotFound => "404", of_code(ErrorCode::JournalistNotFound);
+    OrganizationNotFound => "404", of_code(ErrorCode::OrganizationNotFound);
     IdempotencyInUse => "409", "`idempotency_key_in_use`: a request with this \
         `Idempotency-Key` is still being processed.";
     PayloadTooLarge => "413", "`payload_too_large`: the body is over 16 KiB.";
