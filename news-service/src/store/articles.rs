@@ -252,13 +252,25 @@ pub async fn find(
     if !can_exist(id) {
         return Ok(None);
     }
-    let mut qb = QueryBuilder::new("");
+    let row: Option<ArticleRow> = article_query("", id, viewer)
+        .build_query_as()
+        .fetch_optional(db)
+        .await?;
+    Ok(row.and_then(ArticleRow::into_article))
+}
+
+/// The statement of one article with its body; `prefix` lets tests prepend `EXPLAIN`.
+pub fn article_query(
+    prefix: &str,
+    id: &str,
+    viewer: Option<&str>,
+) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
     push_item_columns(&mut qb, viewer, true);
     qb.push(FROM_ARTICLES)
         .push(" WHERE a.id = ")
         .push_bind(id.to_owned());
-    let row: Option<ArticleRow> = qb.build_query_as().fetch_optional(db).await?;
-    Ok(row.and_then(ArticleRow::into_article))
+    qb
 }
 
 /// `/me/bookmarks`: the user's bookmarked articles, most recently bookmarked first.
