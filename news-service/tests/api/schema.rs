@@ -1,3 +1,5 @@
+//! The database side: the runtime role's grants, migrations, seeding, and which pool a read uses.
+
 use shared_auth::testing::TestDatabase;
 
 use crate::helpers::{pool_as, spawn_app, spawn_seeded, spawn_with_fixture, start};
