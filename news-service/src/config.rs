@@ -60,6 +60,8 @@ pub struct ServeConfig {
     #[arg(long, env = "NEWS_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
     #[command(flatten)]
+    pub read_routing: crate::read_routing::ReadRoutingConfig,
+    #[command(flatten)]
     pub auth: AuthConfig,
 }
 
@@ -73,6 +75,7 @@ impl ServeConfig {
             owner_database_url: None,
             migrate_on_start: false,
             db_max_connections: 20,
+            read_routing: crate::read_routing::ReadRoutingConfig::default(),
             auth,
         }
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod idempotency;
 pub mod import;
 pub mod openapi;
+pub mod read_routing;
 pub mod routes;
 pub mod seed;
 
@@ -29,7 +30,6 @@ use axum::extract::FromRef;
 use axum::routing::get;
 use shared_auth::Verifier;
 use shared_auth::metrics::HttpMetrics;
-use sqlx::PgPool;
 use tokio::net::TcpListener;
 
 pub use config::ServeConfig;
@@ -41,23 +41,7 @@ pub use seed::seed;
 /// Request bodies are at most 16 KiB at the services (API.md section 1).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
-/// How long `/readyz` waits for each pool to answer.
-const READY_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The two pools: the primary for writes and for whatever a signed-in caller reads (so they see
-/// their own writes at once), the read pool (a replica, or the primary) for anonymous reads.
-#[derive(Clone, Debug)]
-pub struct Pools {
-    pub primary: PgPool,
-    pub read: PgPool,
-}
-
-impl Pools {
-    /// The pool a read should use: personalised reads go to the primary.
-    pub fn for_reader(&self, signed_in: bool) -> &PgPool {
-        if signed_in { &self.primary } else { &self.read }
-    }
-}
+pub use read_routing::Pools;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -80,13 +64,11 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::directory::router())
         .merge(routes::me::router())
         .route("/openapi.json", get(openapi::serve));
-    let pools = vec![
-        ("primary", state.pools.primary.clone()),
-        ("read", state.pools.read.clone()),
-    ];
-    let metrics = HttpMetrics::new("news", pools.clone());
+    let metrics = HttpMetrics::with_extra("news", state.pools.named(), |registry| {
+        state.pools.register_metrics(registry);
+    });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let health = shared_auth::health::router_for(state.pools.health(), error::RETRY_AFTER_SECS);
     let routes = Router::new().nest("/v1/news", api).merge(health);
     shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
@@ -107,22 +89,14 @@ impl Application {
             })?;
             migrate(owner).await?;
         }
-        let primary = db::lazy_pool(
+        let pools = Pools::connect(
             &config.database_url,
+            config.database_read_url.as_deref(),
             config.db_max_connections,
-            "news-service",
+            &config.read_routing,
         )?;
-        let read = match &config.database_read_url {
-            Some(url) if !url.is_empty() => {
-                db::lazy_pool(url, config.db_max_connections, "news-service-read")?
-            }
-            _ => primary.clone(),
-        };
         let verifier = Verifier::from_config(&config.auth).await?;
-        let state = AppState {
-            pools: Pools { primary, read },
-            verifier,
-        };
+        let state = AppState { pools, verifier };
         let listener = TcpListener::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();
         Ok(Self {

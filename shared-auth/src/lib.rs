@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod mint;
 pub mod openapi;
 pub mod paging;
+pub mod pool_health;
 pub mod problem;
 pub mod request_id;
 pub mod stack;
@@ -26,6 +27,8 @@ pub mod verify;
 
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "testing")]
+pub mod testing_replica;
 
 pub use claims::{Caller, Claims};
 pub use extract::{OptionalCaller, RequiredCaller};

@@ -62,6 +62,16 @@ pub struct HttpMetrics {
 impl HttpMetrics {
     /// Metrics named `<prefix>_...` (e.g. `lingo_http_requests_total`) for the given pools.
     pub fn new(prefix: &str, pools: Vec<(&'static str, PgPool)>) -> Arc<Self> {
+        Self::with_extra(prefix, pools, |_| {})
+    }
+
+    /// Like [`HttpMetrics::new`], letting the service register metrics of its own (pool health,
+    /// read routing) under the same prefix and `/metrics`.
+    pub fn with_extra(
+        prefix: &str,
+        pools: Vec<(&'static str, PgPool)>,
+        register: impl FnOnce(&mut Registry),
+    ) -> Arc<Self> {
         let mut registry = Registry::with_prefix(prefix);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<RouteLabels> = Family::new_with_constructor(seconds_histogram);
@@ -87,6 +97,7 @@ impl HttpMetrics {
             "Time to acquire a connection, sampled every few seconds, by pool",
             pool_wait.clone(),
         );
+        register(&mut registry);
         Arc::new(Self {
             registry,
             requests,

@@ -445,7 +445,6 @@ async fn list_articles(
         None => (query.organization_id, query.journalist_id),
     };
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
     let spec = ListSpec {
         viewer,
         organization_id,
@@ -453,7 +452,13 @@ async fn list_articles(
         ..ListSpec::default()
     };
     let signed_in = spec.viewer.is_some();
-    let page = fetch_cursor_page(pool, ListKind::Articles, spec, &paging).await?;
+    let (spec, paging) = (&spec, &paging);
+    let page = state
+        .pools
+        .read(signed_in, |pool| async move {
+            fetch_cursor_page(&pool, ListKind::Articles, spec.clone(), paging).await
+        })
+        .await?;
     Ok(json_read(&headers, signed_in, &page))
 }
 
@@ -505,8 +510,12 @@ async fn get_article(
     Path(article_id): Path<String>,
 ) -> Result<Response> {
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
-    let article = find_article(pool, &article_id, viewer.as_deref())
+    let (id, viewer_id) = (&article_id, viewer.as_deref());
+    let article = state
+        .pools
+        .read(viewer.is_some(), |pool| async move {
+            find_article(&pool, id, viewer_id).await
+        })
         .await?
         .ok_or_else(|| {
             Problem::not_found("article_not_found").with_detail("no article has this id")

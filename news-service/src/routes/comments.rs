@@ -275,14 +275,24 @@ async fn get_comment(
     let not_found =
         || Problem::not_found("comment_not_found").with_detail("no comment has this id");
     let id = Uuid::parse_str(&comment_id).map_err(|_| not_found())?;
-    let pool = state.pools.for_reader(caller.is_some());
     let sql = format!("SELECT {COMMENT_COLUMNS} FROM comments WHERE id = $1");
-    let comment: Comment = sqlx::query_as(&sql)
-        .bind(id)
-        .fetch_optional(pool)
+    let sql = sql.as_str();
+    let comment: Comment = state
+        .pools
+        .read(caller.is_some(), |pool| async move {
+            sqlx::query_as(sql).bind(id).fetch_optional(&pool).await
+        })
         .await?
         .ok_or_else(not_found)?;
     Ok(json_read(&headers, caller.is_some(), &comment))
+}
+
+async fn article_exists(pool: &PgPool, article_id: &str) -> Result<bool> {
+    let exists = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM articles WHERE id = $1)")
+        .bind(article_id)
+        .fetch_one(pool)
+        .await?;
+    Ok(exists)
 }
 
 /// An article's comments in thread order: one range scan of the `(article_id, path)` index.
@@ -336,17 +346,18 @@ async fn list_comments(
     if !can_exist(&article_id) {
         return Err(not_found().into());
     }
-    let pool = state.pools.for_reader(caller.is_some());
-    let page = thread_page(pool, &article_id, paging).await?;
-    if page.count == 0 {
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM articles WHERE id = $1)")
-                .bind(&article_id)
-                .fetch_one(pool)
-                .await?;
-        if !exists {
-            return Err(not_found().into());
-        }
+    let article = article_id.as_str();
+    let (page, exists) = state
+        .pools
+        .read(caller.is_some(), |pool| async move {
+            let page = thread_page(&pool, article, paging).await?;
+            // An empty page is a 404 when the article itself does not exist (same node).
+            let exists = page.count > 0 || article_exists(&pool, article).await?;
+            Ok::<_, crate::error::Error>((page, exists))
+        })
+        .await?;
+    if !exists {
+        return Err(not_found().into());
     }
     Ok(json_read(&headers, caller.is_some(), &page))
 }

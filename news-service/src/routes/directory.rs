@@ -206,8 +206,13 @@ async fn list_organizations(
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
-    let rows = organizations(pool, Selection::All, viewer.as_deref(), Some(paging)).await?;
+    let viewer_id = viewer.as_deref();
+    let rows = state
+        .pools
+        .read(viewer.is_some(), |pool| async move {
+            organizations(&pool, Selection::All, viewer_id, Some(paging)).await
+        })
+        .await?;
     Ok(json_read(
         &headers,
         viewer.is_some(),
@@ -262,14 +267,21 @@ async fn list_journalists(
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
-    let selection = match query.organization_id.as_deref() {
-        Some(id) => Selection::OfOrganization(id),
-        None => Selection::All,
-    };
-    let rows = match selection {
-        Selection::OfOrganization(id) if !can_exist(id) => Vec::new(),
-        _ => journalists(pool, selection, viewer.as_deref(), Some(paging)).await?,
+    let (organization, viewer_id) = (query.organization_id.as_deref(), viewer.as_deref());
+    let rows = match organization {
+        Some(id) if !can_exist(id) => Vec::new(),
+        _ => {
+            state
+                .pools
+                .read(viewer.is_some(), |pool| async move {
+                    let selection = match organization {
+                        Some(id) => Selection::OfOrganization(id),
+                        None => Selection::All,
+                    };
+                    journalists(&pool, selection, viewer_id, Some(paging)).await
+                })
+                .await?
+        }
     };
     Ok(json_read(
         &headers,
