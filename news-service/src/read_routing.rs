@@ -6,7 +6,9 @@
 //!   queries (shutting down, starting up): the read is retried on the primary in the same
 //!   request, and anonymous reads stay on the primary for a cool-down (a circuit) before the read
 //!   pool is tried again; the background check holding it down counts the same way;
-//! - the primary is down while anonymous reads are on it: the read is retried on the read pool.
+//! - the primary is down while anonymous reads are on it: the read is retried on the read pool;
+//! - optionally, the replica's replay lags more than `NEWS_READ_MAX_LAG_MS` (checked in the
+//!   background): anonymous reads go to the primary until it catches up.
 //!
 //! Each diversion is logged when it starts and ends and counted in `db_read_fallback_total`.
 
@@ -40,6 +42,10 @@ pub struct ReadRoutingConfig {
     /// primary instead (short, so a dead replica costs little).
     #[arg(long, env = "NEWS_READ_ACQUIRE_TIMEOUT_MS", default_value_t = 1000)]
     pub read_acquire_timeout_ms: u64,
+    /// Replay lag of the read replica (milliseconds, checked every 2 s) past which anonymous
+    /// reads go to the primary; 0 leaves lag unchecked.
+    #[arg(long, env = "NEWS_READ_MAX_LAG_MS", default_value_t = 0)]
+    pub read_max_lag_ms: u64,
 }
 
 impl Default for ReadRoutingConfig {
@@ -47,6 +53,7 @@ impl Default for ReadRoutingConfig {
         Self {
             read_fallback_cooldown_secs: 10,
             read_acquire_timeout_ms: 1000,
+            read_max_lag_ms: 0,
         }
     }
 }
@@ -111,11 +118,17 @@ impl Pools {
             circuit: Circuit::new(Duration::from_secs(config.read_fallback_cooldown_secs)),
             fallbacks: Family::default(),
             diverted: Gauge::default(),
+            max_lag_ms: config.read_max_lag_ms,
+            lag_ms: AtomicU64::new(0),
         };
+        let routing = Arc::new(routing);
+        if separate && config.read_max_lag_ms > 0 {
+            tokio::spawn(watch_lag(Arc::downgrade(&routing), read.clone()));
+        }
         Self {
             primary,
             read,
-            routing: Arc::new(routing),
+            routing,
         }
     }
 
@@ -143,6 +156,11 @@ impl Pools {
             "db_read_diverted",
             "1 while anonymous reads go to the primary instead of the read pool",
             self.routing.diverted.clone(),
+        );
+        registry.register(
+            "db_read_replica_lag_milliseconds",
+            "Replay lag of the read replica, checked every 2 s when NEWS_READ_MAX_LAG_MS is set",
+            ReplicaLag(self.routing.clone()),
         );
     }
 
@@ -195,6 +213,10 @@ struct Routing {
     circuit: Circuit,
     fallbacks: Family<Reason, Counter>,
     diverted: Gauge,
+    /// 0: lag is not checked.
+    max_lag_ms: u64,
+    /// The replica's replay lag at the last check.
+    lag_ms: AtomicU64,
 }
 
 impl Routing {
@@ -204,6 +226,11 @@ impl Routing {
         if checked_down || self.circuit.is_open() {
             self.divert(&"the read pool is down or cooling down after a failure");
             self.count("read_pool_down");
+            return Node::Primary;
+        }
+        if self.max_lag_ms > 0 && self.lag_ms.load(Ordering::Relaxed) > self.max_lag_ms {
+            self.divert(&"the read replica lags behind the primary");
+            self.count("replica_lagging");
             return Node::Primary;
         }
         if self.circuit.diverted.swap(false, Ordering::Relaxed) {
@@ -245,6 +272,54 @@ impl Routing {
 
     fn count(&self, reason: &'static str) {
         self.fallbacks.get_or_create(&Reason { reason }).inc();
+    }
+}
+
+/// The replica's replay lag: zero when it has replayed all it received (an idle primary sends
+/// nothing, which is not lag), else the age of the last transaction it replayed.
+const LAG_MS: &str = "SELECT CASE WHEN NOT pg_is_in_recovery() \
+    OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
+    ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000, 0) END::int8";
+
+/// Checks the replica's lag every 2 s while the routing lives; a failed check leaves the last
+/// value (the pool check and the circuit handle an unreachable replica).
+async fn watch_lag(routing: std::sync::Weak<Routing>, read: PgPool) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        ticker.tick().await;
+        let Some(routing) = routing.upgrade() else {
+            return;
+        };
+        let query = sqlx::query_scalar::<_, i64>(LAG_MS).fetch_one(&read);
+        if let Ok(Ok(lag)) = tokio::time::timeout(Duration::from_secs(1), query).await {
+            let lag = u64::try_from(lag).unwrap_or(0);
+            let before = routing.lag_ms.swap(lag, Ordering::Relaxed);
+            if lag > routing.max_lag_ms && before <= routing.max_lag_ms {
+                tracing::warn!(
+                    lag_ms = lag,
+                    max_lag_ms = routing.max_lag_ms,
+                    "read replica lags"
+                );
+            }
+        }
+    }
+}
+
+/// `db_read_replica_lag_milliseconds`, read from the routing when `/metrics` is rendered.
+#[derive(Debug)]
+struct ReplicaLag(Arc<Routing>);
+
+impl prometheus_client::encoding::EncodeMetric for ReplicaLag {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let lag = i64::try_from(self.0.lag_ms.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        encoder.encode_gauge(&lag)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Gauge
     }
 }
 

@@ -83,11 +83,12 @@ impl Service {
     }
 }
 
-async fn start_service(cluster: &ReplicatedCluster) -> Service {
+async fn start_service(cluster: &ReplicatedCluster, max_lag_ms: u64) -> Service {
     let mut config = ServeConfig::new(cluster.url_for(Node::Primary, "news_app"), auth_config());
     config.database_read_url = Some(cluster.url_for(Node::Replica, "news_app"));
     config.read_routing.read_fallback_cooldown_secs = COOLDOWN_SECS;
     config.read_routing.read_acquire_timeout_ms = 500;
+    config.read_routing.read_max_lag_ms = max_lag_ms;
     let app = Application::build(config).await.unwrap();
     let address = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
@@ -154,7 +155,9 @@ async fn anonymous_reads_survive_either_database_node_going_down() {
         .execute(&mut admin(&cluster, Node::Primary).await)
         .await
         .unwrap();
-    let service = start_service(&cluster).await;
+    let service = start_service(&cluster, 0).await;
+    // The same, but no more than half a second behind the primary.
+    let strict = start_service(&cluster, 500).await;
 
     // Both up: anonymous reads come from the replica, personal reads from the primary.
     add_article_only_the_primary_has(&cluster, "art-fresh-1").await;
@@ -169,6 +172,14 @@ async fn anonymous_reads_survive_either_database_node_going_down() {
         .await;
     assert_eq!((status, &body["status"]), (200, &json!("ready")), "{body}");
     assert_eq!(service.fallbacks().await, 0.0);
+
+    // A replica whose replay is stalled lags: the strict service reads from the primary instead.
+    let stalled = Instant::now();
+    while strict.anonymous_article("art-fresh-1").await != 200 {
+        assert!(stalled.elapsed() < NOTICE_WITHIN, "the lag was not noticed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(service.anonymous_article("art-fresh-1").await, 404);
 
     // Replica stopped: anonymous reads come from the primary, without an error.
     cluster.stop(Node::Replica).await;

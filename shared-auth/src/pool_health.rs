@@ -166,11 +166,11 @@ async fn check(pool: &PgPool, timeout: Duration) -> bool {
 }
 
 async fn ping(pool: &PgPool) -> bool {
-    if let Some(mut idle) = pool.try_acquire() {
-        if select_one(&mut idle).await {
-            return true;
-        }
-        // A connection left over from before a server restart fails once; a new one decides.
+    // A connection left over from before a server restart fails once; a new one decides.
+    if let Some(mut idle) = pool.try_acquire()
+        && select_one(&mut idle).await
+    {
+        return true;
     }
     match PgConnection::connect_with(&pool.connect_options()).await {
         Ok(mut own) => {
