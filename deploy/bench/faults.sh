@@ -15,7 +15,7 @@
 #   5. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
 # Exits non-zero when any property fails. Everything it starts is stopped on exit.
 #
-# Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2 minutes)
+# Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2.5 minutes of load)
 # Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: six ports from
 # it), PG_PORT (55460; the replica on PG_PORT+1), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
 set -euo pipefail
