@@ -18,19 +18,14 @@ use crate::{db, error, idempotency, openapi};
 /// Request bodies are at most 16 KiB at the services (the contract's limits).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
-/// How long `/readyz` waits for each pool to answer.
-const READY_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
 pub fn router(state: AppState) -> Router {
     let (api, _) = openapi::documented_routes();
-    let pools = vec![
-        ("primary", state.pools.primary.clone()),
-        ("read", state.pools.read.clone()),
-    ];
-    let metrics = HttpMetrics::new("news", pools.clone());
+    let metrics = HttpMetrics::with_extra("news", state.pools.named(), |registry| {
+        state.pools.register_metrics(registry);
+    });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router_for(state.pools.health(), error::RETRY_AFTER_SECS);
     let routes = api.merge(health);
     shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
@@ -63,24 +58,19 @@ impl Application {
             })?;
             db::migrate(owner).await?;
         }
-        let primary = db::lazy_pool(
+        let pools = Pools::connect(
             &config.database_url,
+            config.database_read_url.as_deref(),
             config.db_max_connections,
-            "news-service",
+            &config.read_routing,
         )?;
-        let read = match &config.database_read_url {
-            Some(url) if !url.is_empty() => {
-                db::lazy_pool(url, config.db_max_connections, "news-service-read")?
-            }
-            _ => primary.clone(),
-        };
         let verifier = Verifier::from_config(&config.auth).await?;
         let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
-            primary.clone(),
+            pools.primary.clone(),
             Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
         )));
         let state = AppState {
-            pools: Pools { primary, read },
+            pools,
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
         };

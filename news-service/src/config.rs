@@ -66,6 +66,8 @@ pub struct ServeConfig {
     #[arg(long, env = "NEWS_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
     pub idempotency_cleanup_secs: u64,
     #[command(flatten)]
+    pub read_routing: crate::read_routing::ReadRoutingConfig,
+    #[command(flatten)]
     pub auth: AuthConfig,
 }
 
@@ -80,6 +82,7 @@ impl ServeConfig {
             migrate_on_start: false,
             db_max_connections: 20,
             idempotency_cleanup_secs: 600,
+            read_routing: crate::read_routing::ReadRoutingConfig::default(),
             auth,
         }
     }

@@ -11,7 +11,7 @@
 //! Where things live: `routes/` (HTTP only, one module per resource), `store/` (all SQL),
 //! `domain/` (pure rules), `views` (the answer shapes several routes share), `error` (the
 //! error enum and codes), `problems` (the catalogue of problem answers), `openapi` (the
-//! document), `app` (the service skeleton).
+//! document), `read_routing` (which database serves a read), `app` (the service skeleton).
 
 pub mod app;
 pub mod cache;
@@ -24,6 +24,7 @@ pub mod idempotency;
 pub mod import;
 pub mod openapi;
 pub mod problems;
+pub mod read_routing;
 pub mod recount;
 pub mod routes;
 pub mod seed;
@@ -37,6 +38,7 @@ pub use db::migrate;
 pub use error::{Error, ErrorCode, Result};
 pub use import::{ImportSummary, import};
 pub use openapi::openapi;
+pub use read_routing::Pools;
 pub use recount::{RecountSummary, recount};
 pub use seed::seed;
-pub use state::{ApiDocument, AppState, Pools};
+pub use state::{ApiDocument, AppState};

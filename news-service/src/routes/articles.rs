@@ -100,8 +100,13 @@ async fn list_articles(
         journalist_id,
         ..ListSpec::default()
     };
-    let pool = state.pools.for_reader(signed_in);
-    let page = articles::page(pool, ListKind::Articles, spec, &paging).await?;
+    let (spec, paging) = (&spec, &paging);
+    let page = state
+        .pools
+        .read(signed_in, |pool| async move {
+            articles::page(&pool, ListKind::Articles, spec.clone(), paging).await
+        })
+        .await?;
     Ok(json_read(&headers, signed_in, &page))
 }
 
@@ -130,8 +135,12 @@ async fn get_article(
     Path(article_id): Path<String>,
 ) -> Result<Response> {
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
-    let article = articles::find(pool, &article_id, viewer.as_deref())
+    let (id, viewer_id) = (article_id.as_str(), viewer.as_deref());
+    let article = state
+        .pools
+        .read(viewer.is_some(), |pool| async move {
+            articles::find(&pool, id, viewer_id).await
+        })
         .await?
         .ok_or(ErrorCode::ArticleNotFound)?;
     Ok(json_read(&headers, viewer.is_some(), &article))

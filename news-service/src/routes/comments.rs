@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::comments::{placement, validate_text};
 use crate::domain::ids::can_exist;
-use crate::error::{ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
 use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
 use crate::state::AppState;
@@ -87,10 +87,18 @@ async fn list_comments(
     if !can_exist(&article_id) {
         return Err(ErrorCode::ArticleNotFound.into());
     }
-    let pool = state.pools.for_reader(caller.is_some());
-    let page = store::thread_page(pool, &article_id, paging).await?;
-    // An empty page is either an article without comments or no article at all.
-    if page.count == 0 && !articles::exists(pool, &article_id).await? {
+    let article = article_id.as_str();
+    let (page, exists) = state
+        .pools
+        .read(caller.is_some(), |pool| async move {
+            let page = store::thread_page(&pool, article, paging).await?;
+            // An empty page is either an article without comments or no article at all
+            // (asked of the same node).
+            let exists = page.count > 0 || articles::exists(&pool, article).await?;
+            Ok::<_, Error>((page, exists))
+        })
+        .await?;
+    if !exists {
         return Err(ErrorCode::ArticleNotFound.into());
     }
     Ok(json_read(&headers, caller.is_some(), &page))
@@ -216,8 +224,11 @@ async fn get_comment(
 ) -> Result<Response> {
     // Ids are opaque strings: one that is not a UUID names no comment.
     let id = Uuid::parse_str(&comment_id).map_err(|_| ErrorCode::CommentNotFound)?;
-    let pool = state.pools.for_reader(caller.is_some());
-    let comment = store::find(pool, id)
+    let comment = state
+        .pools
+        .read(caller.is_some(), |pool| async move {
+            store::find(&pool, id).await
+        })
         .await?
         .ok_or(ErrorCode::CommentNotFound)?;
     Ok(json_read(&headers, caller.is_some(), &comment))

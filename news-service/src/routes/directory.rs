@@ -40,10 +40,17 @@ where
     T: for<'r> FromRow<'r, PgRow> + serde::Serialize + Send + Unpin,
 {
     let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
+    let viewer_id = viewer.as_deref();
     let rows: Vec<T> = match selection {
         Selection::OfOrganization(id) if !can_exist(id) => Vec::new(),
-        _ => directory::list(pool, list, selection, viewer.as_deref(), Some(paging)).await?,
+        _ => {
+            state
+                .pools
+                .read(viewer.is_some(), |pool| async move {
+                    directory::list(&pool, list, selection, viewer_id, Some(paging)).await
+                })
+                .await?
+        }
     };
     Ok(json_read(
         headers,
