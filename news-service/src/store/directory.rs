@@ -1,7 +1,7 @@
 //! The directory: organisations and journalists, each with its follower count (from the counter
-//! tables) and, for a caller, whether they follow it. Both lists are one statement shape over a [`Directory`]
-//! (which table, which follow table), built with `QueryBuilder` because the viewer column and
-//! the selection are optional.
+//! tables) and, for a caller, whether they follow it. Both lists are one statement shape over a
+//! [`Directory`] (which table, which follow table, which counter table), built with
+//! `QueryBuilder` because the viewer column and the selection are optional.
 
 use shared_auth::Paging;
 use sqlx::postgres::PgRow;
