@@ -417,6 +417,79 @@ async def scenario_blackhole(args):
     check(slow < 1.0, f"and promptly (slowest {slow * 1000:.0f} ms < 1000 ms)")
 
 
+async def news_metric(session, base, name):
+    """The sum of metric `name` (over its labels) at one news service's /metrics."""
+    async with session.get(f"{base}/metrics") as response:
+        text = await response.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+async def probe_news_anonymous(args, run, stop):
+    """Direct anonymous reads and /readyz at each news service every 100 ms."""
+    timeout = aiohttp.ClientTimeout(total=args.client_timeout)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        while not stop.is_set():
+            calls = []
+            for news in args.news:
+                calls.append(call(session, run, "probe", "news", "GET",
+                                  f"{news}/v1/news/articles?limit=5"))
+                calls.append(call(session, run, "ready", "news", "GET", f"{news}/readyz"))
+            await asyncio.gather(*calls)
+            await asyncio.sleep(0.1)
+
+
+async def scenario_db_replica(args):
+    before, down_for, after = args.db_replica_before_secs, 10.0, args.db_replica_after_secs
+    print(f"\n--- the PostgreSQL read replica killed for {down_for:.0f} s, {before:.0f} s into "
+          f"{before + down_for + after:.0f} s of mixed traffic", flush=True)
+    run = Run(args, "dbrepl")
+    stop = asyncio.Event()
+    times = {}
+
+    async def fault():
+        await asyncio.sleep(before)
+        await run_shell(args.db_replica_kill)
+        times["down"] = time.monotonic()
+        print(f"  replica killed at t={run.at(times['down']):.1f} s", flush=True)
+        await asyncio.sleep(down_for)
+        await run_shell(args.db_replica_start)
+        times["up"] = time.monotonic()
+        print(f"  replica accepting connections again at t={run.at(times['up']):.1f} s", flush=True)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        fallbacks_before = [await news_metric(session, n, "news_db_read_fallback_total")
+                            for n in args.news]
+        prober = asyncio.create_task(probe_news_anonymous(args, run, stop))
+        await asyncio.gather(traffic(run, before + down_for + after), fault())
+        stop.set()
+        await prober
+        fallbacks = [await news_metric(session, n, "news_db_read_fallback_total") - b
+                     for n, b in zip(args.news, fallbacks_before)]
+        diverted = [await news_metric(session, n, "news_db_read_diverted") for n in args.news]
+    summarize(run, [r for r in run.records if r.kind not in ("probe", "ready")])
+    bad = [r for r in run.records if r.status >= 500 or r.status == 0]
+    check(not bad, f"no 5xx and no unanswered request, through the gateway or direct ({len(bad)} seen: "
+                   f"{collections.Counter((r.kind, r.status, r.code, r.error) for r in bad).most_common(3)})")
+    check(all(r.ok for r in run.records),
+          f"every request succeeded ({sum(not r.ok for r in run.records)} did not)")
+    down, up = times["down"], times["up"]
+    anonymous = [r for r in run.records if r.kind in ("articles_anon", "probe")
+                 and r.t0 > down + 0.5 and r.t1 < up]
+    check(len(anonymous) >= 20 and all(r.ok for r in anonymous),
+          f"anonymous reads while the replica was down: {sum(r.ok for r in anonymous)}/"
+          f"{len(anonymous)} ok")
+    ready = [r for r in run.records if r.kind == "ready"]
+    check(ready and all(r.status == 200 for r in ready),
+          f"news /readyz stayed 200 throughout ({sum(r.status == 200 for r in ready)}/{len(ready)})")
+    check(sum(fallbacks) > 0, f"the news services counted the fallback: db_read_fallback_total "
+                              f"+{'/+'.join(f'{f:.0f}' for f in fallbacks)}")
+    check(all(d == 0 for d in diverted),
+          f"anonymous reads are back on the replica {after:.0f} s after it returned (cool-down "
+          f"{args.db_replica_cooldown_secs:.0f} s; news_db_read_diverted {diverted})")
+    verify_writes(run)
+
+
 async def scenario_replica_kill(args):
     secs = args.kill_secs
     print(f"\n--- one news replica killed with SIGKILL {secs / 3:.0f} s into {secs:.0f} s of mixed traffic",
@@ -489,7 +562,7 @@ def main():
     hole = sub.add_parser("blackhole")
     hole.add_argument("--port", type=int, required=True)
     run = sub.add_parser("run")
-    run.add_argument("--scenarios", default="mixed,pg-outage,blackhole,replica-kill")
+    run.add_argument("--scenarios", default="mixed,pg-outage,blackhole,db-replica,replica-kill")
     run.add_argument("--gateway", required=True)
     run.add_argument("--gateway2", required=True)
     run.add_argument("--lingo", required=True)
@@ -510,6 +583,11 @@ def main():
     run.add_argument("--max-answer-secs", type=float, default=8)
     run.add_argument("--pg-stop")
     run.add_argument("--pg-start")
+    run.add_argument("--db-replica-kill", help="shell command killing the read replica")
+    run.add_argument("--db-replica-start", help="shell command starting it again")
+    run.add_argument("--db-replica-before-secs", type=float, default=5)
+    run.add_argument("--db-replica-after-secs", type=float, default=10)
+    run.add_argument("--db-replica-cooldown-secs", type=float, default=3)
     run.add_argument("--alive-pids", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     run.add_argument("--upstream-timeout-ms", type=int, default=1000)
     run.add_argument("--hole-pid", type=int)
@@ -521,7 +599,8 @@ def main():
         asyncio.run(blackhole(args.port))
         return
     scenarios = {"mixed": scenario_mixed, "pg-outage": scenario_pg_outage,
-                 "blackhole": scenario_blackhole, "replica-kill": scenario_replica_kill}
+                 "blackhole": scenario_blackhole, "db-replica": scenario_db_replica,
+                 "replica-kill": scenario_replica_kill}
     for name in args.scenarios.split(","):
         asyncio.run(scenarios[name](args))
     print()

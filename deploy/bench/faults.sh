@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Load and fault tests against real processes (issue 9). Starts its own stack on spare loopback
-# ports: a throwaway PostgreSQL cluster, lingo-service, two news-service replicas, the gateway, a
+# ports: a throwaway PostgreSQL cluster and a streaming replica of it (the news services' read
+# pool, NEWS_DATABASE_READ_URL), lingo-service, two news-service replicas, the gateway, a
 # second gateway whose lingo upstream accepts connections and never answers; then runs
 # deploy/bench/faults.py:
 #   1. mixed traffic through the gateway (reads, likes, comments, study sessions): no 5xx, every
@@ -8,12 +9,15 @@
 #   2. PostgreSQL stopped for 5 s mid-run: only 503 problems, no hang, no crash, the services
 #      recover by themselves within 5 s of PostgreSQL returning;
 #   3. an upstream that stops answering: 504 at the gateway's timeout, other routes keep serving;
-#   4. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
+#   4. the PostgreSQL streaming replica killed (immediate shutdown) for 10 s under mixed traffic:
+#      no 5xx (anonymous reads fall back to the primary), /readyz of the news services stays 200,
+#      the fallback is counted, reads return to the replica, every write exactly once;
+#   5. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
 # Exits non-zero when any property fails. Everything it starts is stopped on exit.
 #
-# Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2 minutes)
+# Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2.5 minutes of load)
 # Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: six ports from
-# it), PG_PORT (55460), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
+# it), PG_PORT (55460; the replica on PG_PORT+1), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -26,16 +30,19 @@ esac
 PROFILE=${PROFILE:-debug}
 base=${FAULTS_PORT_BASE:-19300}
 PG_PORT=${PG_PORT:-55460}
+PG_REPLICA_PORT=$((PG_PORT + 1))
 GATEWAY_PORT=$base GATEWAY2_PORT=$((base + 1)) LINGO_PORT=$((base + 2))
 NEWS1_PORT=$((base + 3)) NEWS2_PORT=$((base + 4)) HOLE_PORT=$((base + 5))
 ARTICLES=2000
 if [ "$mode" = short ]; then
-  durations=(--mixed-secs 20 --outage-before-secs 4 --outage-after-secs 8 --kill-secs 15)
+  durations=(--mixed-secs 20 --outage-before-secs 4 --outage-after-secs 8 --kill-secs 15
+             --db-replica-before-secs 4 --db-replica-after-secs 10)
 else
-  durations=(--mixed-secs 60 --outage-before-secs 10 --outage-after-secs 20 --kill-secs 30)
+  durations=(--mixed-secs 60 --outage-before-secs 10 --outage-after-secs 20 --kill-secs 30
+             --db-replica-before-secs 10 --db-replica-after-secs 20)
 fi
 
-for port in "$GATEWAY_PORT" "$GATEWAY2_PORT" "$LINGO_PORT" "$NEWS1_PORT" "$NEWS2_PORT" "$HOLE_PORT" "$PG_PORT"; do
+for port in "$GATEWAY_PORT" "$GATEWAY2_PORT" "$LINGO_PORT" "$NEWS1_PORT" "$NEWS2_PORT" "$HOLE_PORT" "$PG_PORT" "$PG_REPLICA_PORT"; do
   port_in_use "$port" && die "port $port is in use (set FAULTS_PORT_BASE / PG_PORT)"
 done
 
@@ -43,10 +50,12 @@ state=$(mktemp -d /tmp/lingonews-faults.XXXXXX)
 chmod 755 "$state"   # the postgres user must reach the cluster inside it
 logs="$state/logs"; mkdir -p "$logs"; chmod 777 "$logs"
 pg_data="$state/pgdata"
+pg_replica="$state/pgreplica"
 failed=1
 cleanup() {
   trap - INT TERM EXIT
   stop_spawned
+  pg_stop "$pg_replica"
   pg_stop "$pg_data"
   if [ "$failed" = 1 ]; then
     for log in "$logs"/*.log; do
@@ -77,6 +86,11 @@ export LOG_FORMAT=human RUST_LOG=${RUST_LOG:-warn}
 "$bin/news-service" migrate >>"$logs/setup.log" 2>&1
 "$bin/lingo-service" seed >>"$logs/setup.log" 2>&1
 "$bin/news-service" seed --articles "$ARTICLES" >>"$logs/setup.log" 2>&1
+say "streaming replica on 127.0.0.1:$PG_REPLICA_PORT (pg_basebackup -R into $pg_replica)"
+pg_start_replica "$pg_replica" "$PG_PORT" "$PG_REPLICA_PORT"
+# Anonymous news reads go to the replica; a short cool-down so the run sees them come back.
+export NEWS_DATABASE_READ_URL="postgres://news_app@127.0.0.1:$PG_REPLICA_PORT/$database"
+export NEWS_READ_FALLBACK_COOLDOWN_SECS=3
 
 say "starting lingo :$LINGO_PORT, news :$NEWS1_PORT and :$NEWS2_PORT, gateways :$GATEWAY_PORT and :$GATEWAY2_PORT"
 spawn lingo "$logs" env LINGO_LISTEN_ADDR="127.0.0.1:$LINGO_PORT" "$bin/lingo-service" serve
@@ -104,6 +118,10 @@ as_pg_prefix=""
 [ "$(id -u)" = 0 ] && as_pg_prefix="setpriv --reuid=postgres --regid=postgres --init-groups --"
 pg_stop_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_data' -m fast -w stop"
 pg_start_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_data' -l '$pg_data/postgres.log' -w -t 60 -o \"$(cat "$pg_data/bench-opts")\" start"
+# The replica dies the hard way (immediate shutdown: no checkpoint, sessions cut) and restarts
+# with crash recovery before it streams again.
+replica_kill_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_replica' -m immediate -w stop"
+replica_start_cmd="$as_pg_prefix '$PG_CTL' -D '$pg_replica' -l '$pg_replica/postgres.log' -w -t 60 -o \"$(cat "$pg_replica/bench-opts")\" start"
 
 say "load and faults ($mode)"
 "$venv/bin/python" -u "$bench_dir/faults.py" run "${durations[@]}" \
@@ -113,6 +131,8 @@ say "load and faults ($mode)"
   --psql "$PSQL" --db-url "postgres://postgres@127.0.0.1:$PG_PORT/$database" \
   --articles "$ARTICLES" --workers "${FAULTS_WORKERS:-16}" \
   --pg-stop "$pg_stop_cmd" --pg-start "$pg_start_cmd" \
+  --db-replica-kill "$replica_kill_cmd" --db-replica-start "$replica_start_cmd" \
+  --db-replica-cooldown-secs "$NEWS_READ_FALLBACK_COOLDOWN_SECS" \
   --alive-pids "$lingo_pid,$news1_pid,$news2_pid,$gateway_pid" \
   --kill-pid "$news1_pid" --hole-pid "$hole_pid" --upstream-timeout-ms 1000 --probe-detect-secs 3.5
 failed=0

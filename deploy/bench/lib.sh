@@ -77,6 +77,17 @@ pg_start() {
   printf '%s\n' "$opts" >"$data/bench-opts"
 }
 
+# pg_start_replica DATADIR PRIMARY_PORT PORT: a streaming replica of the cluster on PRIMARY_PORT
+# (pg_basebackup -R: standby.signal and primary_conninfo written for us), started on PORT.
+pg_start_replica() {
+  local data=$1 primary_port=$2 port=$3
+  mkdir -p "$data"; chmod 700 "$data"
+  [ "$(id -u)" = 0 ] && chown -R postgres "$data"
+  as_pg "$(find_pg_bin pg_basebackup)" -D "$data" -h 127.0.0.1 -p "$primary_port" -U postgres \
+    -R -X stream -c fast >"$data.basebackup.log" 2>&1 || die "pg_basebackup failed, see $data.basebackup.log"
+  pg_start "$data" "$port"
+}
+
 pg_stop() { as_pg "$PG_CTL" -D "$1" -m fast -w stop >/dev/null 2>&1 || true; }
 pg_restart_cmd() { echo "$PG_CTL -D $1 -l $1/postgres.log -w -t 60 -o \"$(cat "$1/bench-opts")\" start"; }
 

@@ -5,6 +5,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use utoipa::IntoParams;
+
+/// `If-None-Match` of the cacheable reads.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IfNoneMatch {
+    /// ETags of a stored answer (or `*`): an anonymous request whose tag matches gets 304.
+    #[param(rename = "If-None-Match", value_type = String, required = false)]
+    pub if_none_match: Option<String>,
+}
 
 pub const PUBLIC: &str = "public, max-age=30";
 pub const PRIVATE: &str = "private, no-store";

@@ -62,6 +62,11 @@ pub struct ServeConfig {
     /// Connections per pool (primary and read pool each).
     #[arg(long, env = "NEWS_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
+    /// Seconds between sweeps of expired Idempotency-Key records.
+    #[arg(long, env = "NEWS_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
+    pub idempotency_cleanup_secs: u64,
+    #[command(flatten)]
+    pub read_routing: crate::read_routing::ReadRoutingConfig,
     #[command(flatten)]
     pub auth: AuthConfig,
 }
@@ -76,6 +81,8 @@ impl ServeConfig {
             owner_database_url: None,
             migrate_on_start: false,
             db_max_connections: 20,
+            idempotency_cleanup_secs: 600,
+            read_routing: crate::read_routing::ReadRoutingConfig::default(),
             auth,
         }
     }

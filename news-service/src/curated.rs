@@ -1,10 +1,8 @@
-//! Curated records (organisations, journalists, articles) and their bulk upserts, shared by
-//! `seed` and `import`. Upserts go by id through UNNEST arrays (one statement per batch), and
-//! leave a row untouched when nothing changed, so re-running a load changes nothing.
+//! Curated records (organisations, journalists, articles) as `seed` and `import` load them, and
+//! what an upsert did to them; the upserts themselves are in `store::curated`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,7 +108,7 @@ impl UpsertCounts {
         self.unchanged += other.unchanged;
     }
 
-    fn from_flags(total: usize, inserted_flags: &[bool]) -> Self {
+    pub(crate) fn from_flags(total: usize, inserted_flags: &[bool]) -> Self {
         let inserted = inserted_flags.iter().filter(|i| **i).count() as u64;
         let updated = inserted_flags.len() as u64 - inserted;
         Self {
@@ -129,80 +127,6 @@ impl std::fmt::Display for UpsertCounts {
             self.inserted, self.updated, self.unchanged
         )
     }
-}
-
-// `RETURNING (xmax = 0)` is true for a fresh insert and false for an update; rows left alone
-// by the `WHERE ... IS DISTINCT FROM` are not returned at all.
-
-pub async fn upsert_organizations(
-    pool: &PgPool,
-    rows: &[OrganizationRecord],
-) -> Result<UpsertCounts, sqlx::Error> {
-    let flags: Vec<bool> = sqlx::query_scalar(
-        "INSERT INTO organizations (id, name, url) \
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[]) \
-         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url \
-         WHERE (organizations.name, organizations.url) IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.url) \
-         RETURNING (xmax = 0)",
-    )
-    .bind(rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.name.clone()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.url.clone()).collect::<Vec<_>>())
-    .fetch_all(pool)
-    .await?;
-    Ok(UpsertCounts::from_flags(rows.len(), &flags))
-}
-
-pub async fn upsert_journalists(
-    pool: &PgPool,
-    rows: &[JournalistRecord],
-) -> Result<UpsertCounts, sqlx::Error> {
-    let flags: Vec<bool> = sqlx::query_scalar(
-        "INSERT INTO journalists (id, name, organization_id) \
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[]) \
-         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, organization_id = EXCLUDED.organization_id \
-         WHERE (journalists.name, journalists.organization_id) \
-               IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.organization_id) \
-         RETURNING (xmax = 0)",
-    )
-    .bind(rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.name.clone()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|r| r.organization_id.clone()).collect::<Vec<_>>())
-    .fetch_all(pool)
-    .await?;
-    Ok(UpsertCounts::from_flags(rows.len(), &flags))
-}
-
-pub async fn upsert_articles(
-    pool: &PgPool,
-    rows: &[ArticleRecord],
-) -> Result<UpsertCounts, sqlx::Error> {
-    let col =
-        |f: fn(&ArticleRecord) -> &String| rows.iter().map(|r| f(r).clone()).collect::<Vec<_>>();
-    let flags: Vec<bool> = sqlx::query_scalar(
-        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id) \
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-                              $6::timestamptz[], $7::text[], $8::text[]) \
-         ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, summary = EXCLUDED.summary, \
-           body = EXCLUDED.body, url = EXCLUDED.url, published_at = EXCLUDED.published_at, \
-           organization_id = EXCLUDED.organization_id, journalist_id = EXCLUDED.journalist_id \
-         WHERE (articles.title, articles.summary, articles.body, articles.url, articles.published_at, \
-                articles.organization_id, articles.journalist_id) \
-               IS DISTINCT FROM (EXCLUDED.title, EXCLUDED.summary, EXCLUDED.body, EXCLUDED.url, \
-                EXCLUDED.published_at, EXCLUDED.organization_id, EXCLUDED.journalist_id) \
-         RETURNING (xmax = 0)",
-    )
-    .bind(col(|r| &r.id))
-    .bind(col(|r| &r.title))
-    .bind(col(|r| &r.summary))
-    .bind(col(|r| &r.body))
-    .bind(col(|r| &r.url))
-    .bind(rows.iter().map(|r| r.published_at).collect::<Vec<_>>())
-    .bind(col(|r| &r.organization_id))
-    .bind(col(|r| &r.journalist_id))
-    .fetch_all(pool)
-    .await?;
-    Ok(UpsertCounts::from_flags(rows.len(), &flags))
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
+pub(crate) fn connect_options(
+    url: &str,
+    application_name: &str,
+) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(shared_auth::pg::pool::connect_options(url, "news")?.application_name(application_name))
 }
 

@@ -1,9 +1,10 @@
-//! The service's one error type. Every failure leaves as a problem (API.md section 1); database
-//! failures are logged with their cause and rendered without it.
+//! The service's one error type and its error codes. Every failure leaves as a problem (the
+//! contract's error format, see docs/); database failures are logged with their cause and
+//! rendered without it. Each code news produces is declared once, in [`ErrorCode`], with its
+//! status, default detail and the text the OpenAPI document shows for it.
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use shared_auth::{AuthError, Problem};
+use shared_auth::{AuthError, ErrorCode as _, Problem};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -18,34 +19,73 @@ pub enum Error {
     Database(#[from] sqlx::Error),
 }
 
-impl Error {
-    pub fn problem(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self::Problem(Problem::new(status, code).with_detail(detail))
+shared_auth::error_codes! {
+    /// The `code`s only news answers with (shared-auth produces the generic ones:
+    /// `invalid_query`, `validation_failed`, `invalid_token`, `database_unavailable`, ...); the
+    /// doc comment of a variant is its OpenAPI text.
+    pub enum ErrorCode {
+        /// no article has this id
+        ArticleNotFound = (NOT_FOUND, "article_not_found", "no article has this id"),
+        /// no comment has this id
+        CommentNotFound = (NOT_FOUND, "comment_not_found", "no comment has this id"),
+        /// no journalist has this id
+        JournalistNotFound = (NOT_FOUND, "journalist_not_found", "no journalist has this id"),
+        /// no organisation has this id
+        OrganizationNotFound = (NOT_FOUND, "organization_not_found", "no organisation has this id"),
+        /// the new comment's `article_id` names no article
+        UnknownArticle = (UNPROCESSABLE_ENTITY, "unknown_article", "no article has this id"),
+        /// the new comment's `parent_id` names no comment
+        UnknownParent = (UNPROCESSABLE_ENTITY, "unknown_parent", "no comment has this id"),
+        /// the parent comment belongs to another article
+        ParentArticleMismatch = (UNPROCESSABLE_ENTITY, "parent_article_mismatch", "the parent comment belongs to another article"),
+        /// the parent comment is already at the deepest level
+        MaxDepthExceeded = (UNPROCESSABLE_ENTITY, "max_depth_exceeded", "replies may be nested at most 10 levels deep"),
+        /// the cursor does not decode, or belongs to another list or other filters
+        InvalidCursor = (BAD_REQUEST, "invalid_cursor", "the cursor does not decode"),
     }
 }
 
-/// Constraint names the schema can raise in a race, mapped to the problems they mean.
-fn on_constraint(name: &str) -> Option<Problem> {
-    match name {
-        "comments_article_id_fkey" => Some(Problem::unprocessable(
-            "unknown_article",
-            "article_id",
-            "no article has this id",
-        )),
-        "comments_parent_id_fkey" => Some(Problem::unprocessable(
-            "unknown_parent",
-            "parent_id",
-            "no comment has this id",
-        )),
-        "likes_article_id_fkey" | "bookmarks_article_id_fkey" => {
-            Some(Problem::not_found("article_not_found"))
+impl ErrorCode {
+    /// The request field a code is about; the problem then lists it in `errors`, like every
+    /// 422 of the contract.
+    const fn field(self) -> Option<&'static str> {
+        match self {
+            Self::UnknownArticle => Some("article_id"),
+            Self::UnknownParent | Self::ParentArticleMismatch | Self::MaxDepthExceeded => {
+                Some("parent_id")
+            }
+            _ => None,
         }
-        "journalist_follows_journalist_id_fkey" => Some(Problem::not_found("journalist_not_found")),
-        "organization_follows_organization_id_fkey" => {
-            Some(Problem::not_found("organization_not_found"))
-        }
-        _ => None,
     }
+
+    /// The problem for this code; a code about one request field names it in `errors`.
+    pub fn problem(self) -> Problem {
+        let problem = Problem::from_code(self);
+        match self.field() {
+            Some(field) => problem.with_field(field, self.detail()),
+            None => problem,
+        }
+    }
+}
+
+impl From<ErrorCode> for Error {
+    fn from(code: ErrorCode) -> Self {
+        Self::Problem(code.problem())
+    }
+}
+
+/// Constraint names the schema can raise in a race, mapped to the problems they mean. The
+/// statements that can hit each one name it beside them (see `store/`).
+pub fn on_constraint(name: &str) -> Option<Problem> {
+    let code = match name {
+        "comments_article_id_fkey" => ErrorCode::UnknownArticle,
+        "comments_parent_id_fkey" => ErrorCode::UnknownParent,
+        "likes_article_id_fkey" | "bookmarks_article_id_fkey" => ErrorCode::ArticleNotFound,
+        "journalist_follows_journalist_id_fkey" => ErrorCode::JournalistNotFound,
+        "organization_follows_organization_id_fkey" => ErrorCode::OrganizationNotFound,
+        _ => return None,
+    };
+    Some(code.problem())
 }
 
 /// Seconds a client should wait before retrying when the database is unreachable.
@@ -67,6 +107,8 @@ impl IntoResponse for Error {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     #[test]
@@ -103,5 +145,42 @@ mod tests {
             );
         }
         assert!(on_constraint("something_else").is_none());
+    }
+
+    #[test]
+    fn codes_are_unique_snake_case_and_described() {
+        let mut codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.code()).collect();
+        assert!(
+            codes
+                .iter()
+                .all(|c| c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        );
+        assert!(ErrorCode::ALL.iter().all(|c| !c.description().is_empty()));
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), ErrorCode::ALL.len());
+    }
+
+    #[test]
+    fn codes_render_as_the_contract_writes_them() {
+        let problem = ErrorCode::ArticleNotFound.problem();
+        assert_eq!(problem.status, StatusCode::NOT_FOUND);
+        assert_eq!(problem.code, "article_not_found");
+        assert_eq!(problem.detail.as_deref(), Some("no article has this id"));
+        assert!(problem.errors.is_empty());
+
+        let problem = ErrorCode::UnknownParent.problem();
+        assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            problem.detail.as_deref(),
+            Some("parent_id no comment has this id")
+        );
+        assert_eq!(problem.errors[0].field, "parent_id");
+
+        let problem = Problem::from(ErrorCode::InvalidCursor);
+        assert_eq!(
+            (problem.status, &*problem.code),
+            (StatusCode::BAD_REQUEST, "invalid_cursor")
+        );
     }
 }

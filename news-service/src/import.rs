@@ -14,9 +14,9 @@ use sqlx::PgPool;
 
 use crate::curated::{
     ArticleRecord, JournalistRecord, Kind, OrganizationRecord, Record, UpsertCounts,
-    upsert_articles, upsert_journalists, upsert_organizations,
 };
 use crate::db;
+use crate::store::curated::{upsert_articles, upsert_journalists, upsert_organizations};
 
 const BATCH: usize = 1_000;
 

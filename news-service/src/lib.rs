@@ -1,4 +1,4 @@
-//! news-service: the news API (`/v1/news`) of API.md section 4.
+//! news-service: the news API (`/v1/news`; the contract is in docs/).
 //!
 //! It owns the `news` schema: the curated catalogue (organisations, journalists, articles), which
 //! it only reads at run time, and the engagement tables (likes, bookmarks, follows, comments) it
@@ -7,7 +7,13 @@
 //! plus the `migrate`, `seed`, `import` and `recount` commands. It must not read any other service's
 //! schema, trust an identity header, or write curated tables as its runtime role: it verifies
 //! every token itself through shared-auth.
+//!
+//! Where things live: `routes/` (HTTP only, one module per resource), `store/` (all SQL),
+//! `domain/` (pure rules), `views` (the answer shapes several routes share), `error` (the
+//! error enum and codes), `problems` (the catalogue of problem answers), `openapi` (the
+//! document), `read_routing` (which database serves a read), `app` (the service skeleton).
 
+pub mod app;
 pub mod cache;
 pub mod config;
 pub mod curated;
@@ -17,136 +23,22 @@ pub mod error;
 pub mod idempotency;
 pub mod import;
 pub mod openapi;
+pub mod problems;
+pub mod read_routing;
 pub mod recount;
 pub mod routes;
 pub mod seed;
+pub mod state;
+pub mod store;
+pub mod views;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::Router;
-use axum::extract::FromRef;
-use axum::routing::get;
-use shared_auth::Verifier;
-use shared_auth::http::metrics::HttpMetrics;
-use sqlx::PgPool;
-use tokio::net::TcpListener;
-
+pub use app::{Application, MAX_BODY_BYTES, router};
 pub use config::ServeConfig;
 pub use db::migrate;
+pub use error::{Error, ErrorCode, Result};
 pub use import::{ImportSummary, import};
 pub use openapi::openapi;
+pub use read_routing::Pools;
 pub use recount::{RecountSummary, recount};
 pub use seed::seed;
-
-/// Request bodies are at most 16 KiB at the services (API.md section 1).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
-
-/// How long `/readyz` waits for each pool to answer.
-const READY_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The two pools: the primary for writes and for whatever a signed-in caller reads (so they see
-/// their own writes at once), the read pool (a replica, or the primary) for anonymous reads.
-#[derive(Clone, Debug)]
-pub struct Pools {
-    pub primary: PgPool,
-    pub read: PgPool,
-}
-
-impl Pools {
-    /// The pool a read should use: personalised reads go to the primary.
-    pub fn for_reader(&self, signed_in: bool) -> &PgPool {
-        if signed_in { &self.primary } else { &self.read }
-    }
-}
-
-#[derive(Clone)]
-pub struct AppState {
-    pub pools: Pools,
-    pub verifier: Arc<Verifier>,
-}
-
-impl FromRef<AppState> for Arc<Verifier> {
-    fn from_ref(state: &AppState) -> Self {
-        state.verifier.clone()
-    }
-}
-
-/// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
-pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(routes::articles::router())
-        .merge(routes::comments::router())
-        .merge(routes::engagement::router())
-        .merge(routes::directory::router())
-        .merge(routes::me::router())
-        .route("/openapi.json", get(openapi::serve));
-    let pools = vec![
-        ("primary", state.pools.primary.clone()),
-        ("read", state.pools.read.clone()),
-    ];
-    let metrics = HttpMetrics::new("news", pools.clone());
-    metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
-    let routes = Router::new().nest("/v1/news", api).merge(health);
-    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
-}
-
-/// A bound, ready-to-run news service.
-pub struct Application {
-    port: u16,
-    listener: TcpListener,
-    router: Router,
-}
-
-impl Application {
-    /// Builds pools and the verifier, migrates when asked, and binds the listener (port 0 in tests).
-    pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
-        if config.migrate_on_start {
-            let owner = config.owner_database_url.as_deref().ok_or_else(|| {
-                anyhow::anyhow!("NEWS_MIGRATE_ON_START needs NEWS_OWNER_DATABASE_URL")
-            })?;
-            migrate(owner).await?;
-        }
-        let primary = db::lazy_pool(
-            &config.database_url,
-            config.db_max_connections,
-            "news-service",
-        )?;
-        let read = match &config.database_read_url {
-            Some(url) if !url.is_empty() => {
-                db::lazy_pool(url, config.db_max_connections, "news-service-read")?
-            }
-            _ => primary.clone(),
-        };
-        let verifier = Verifier::from_config(&config.auth).await?;
-        let state = AppState {
-            pools: Pools { primary, read },
-            verifier,
-        };
-        let listener = TcpListener::bind(config.listen_addr).await?;
-        let port = listener.local_addr()?.port();
-        Ok(Self {
-            port,
-            listener,
-            router: router(state),
-        })
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    /// Serves until SIGINT/SIGTERM, then drains in-flight requests.
-    pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        tracing::info!(port = self.port, "news-service listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shared_auth::telemetry::shutdown_signal())
-            .await
-    }
-}
+pub use state::{ApiDocument, AppState};

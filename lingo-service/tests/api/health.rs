@@ -22,7 +22,7 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.json::<Value>().await.unwrap(),
-        json!({"status": "ready"})
+        json!({"status": "ready", "pools": {"primary": "up"}})
     );
 }
 

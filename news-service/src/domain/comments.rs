@@ -1,8 +1,10 @@
-//! Comment rules of API.md section 4: trimmed text of 1..=10,000 characters, depth 0..=10, and the
-//! materialised thread path that orders a thread.
+//! Comment rules of the contract (docs/): trimmed text of 1..=10,000 characters, depth
+//! 0..=10, and the materialised thread path that orders a thread.
 
-use shared_auth::{FieldError, Problem};
+use shared_auth::FieldError;
 use uuid::Uuid;
+
+use crate::error::ErrorCode;
 
 pub const MAX_TEXT_CHARS: usize = 10_000;
 pub const MAX_DEPTH: i16 = 10;
@@ -42,30 +44,24 @@ pub fn placement(
     id: Uuid,
     article_id: &str,
     parent: Option<&ParentRef>,
-) -> Result<(i16, String), Problem> {
+) -> Result<(i16, String), ErrorCode> {
     let segment = id.simple().to_string();
     let Some(parent) = parent else {
         return Ok((0, segment));
     };
     if parent.article_id != article_id {
-        return Err(Problem::unprocessable(
-            "parent_article_mismatch",
-            "parent_id",
-            "the parent comment belongs to another article",
-        ));
+        return Err(ErrorCode::ParentArticleMismatch);
     }
     if parent.depth >= MAX_DEPTH {
-        return Err(Problem::unprocessable(
-            "max_depth_exceeded",
-            "parent_id",
-            format!("replies may be nested at most {MAX_DEPTH} levels deep"),
-        ));
+        return Err(ErrorCode::MaxDepthExceeded);
     }
     Ok((parent.depth + 1, format!("{}.{segment}", parent.path)))
 }
 
 #[cfg(test)]
 mod tests {
+    use shared_auth::ErrorCode as _;
+
     use super::*;
 
     #[test]
@@ -121,7 +117,7 @@ mod tests {
                 .map(|p| p.0),
             Some(10)
         );
-        let code = |r: Result<(i16, String), Problem>| r.map_err(|p| p.code.to_string()).err();
+        let code = |r: Result<(i16, String), ErrorCode>| r.map_err(|c| c.code().to_owned()).err();
         assert_eq!(
             code(placement(id, "a1", Some(&parent("a1", 10)))).as_deref(),
             Some("max_depth_exceeded")
@@ -130,6 +126,12 @@ mod tests {
             code(placement(id, "a1", Some(&parent("a2", 0)))).as_deref(),
             Some("parent_article_mismatch")
         );
+    }
+
+    #[test]
+    fn the_depth_refusal_names_the_limit() {
+        let limit = format!("at most {MAX_DEPTH} levels");
+        assert!(ErrorCode::MaxDepthExceeded.detail().contains(&limit));
     }
 
     #[test]

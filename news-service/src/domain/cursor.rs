@@ -6,8 +6,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared_auth::{Paging, Problem};
 
 use crate::domain::ids::can_exist;
+use crate::error::ErrorCode;
 
 /// Which list a cursor belongs to; a cursor of one list is refused by the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +101,35 @@ impl Cursor {
     }
 }
 
+impl From<CursorError> for Problem {
+    fn from(error: CursorError) -> Self {
+        Problem::from_code(ErrorCode::InvalidCursor).with_detail(error.to_string())
+    }
+}
+
+/// Offset or cursor paging of an article list, checked against the contract.
+pub struct ListPaging {
+    pub paging: Paging,
+    pub cursor: Option<Cursor>,
+}
+
+impl ListPaging {
+    pub fn parse(
+        limit: Option<i64>,
+        offset: Option<i64>,
+        cursor: Option<&str>,
+    ) -> Result<Self, Problem> {
+        if offset.is_some() && cursor.is_some() {
+            return Err(Problem::invalid_query(
+                "give either offset or cursor, not both",
+            ));
+        }
+        let paging = Paging::new(limit, offset)?;
+        let cursor = cursor.map(Cursor::decode).transpose()?;
+        Ok(Self { paging, cursor })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +142,17 @@ mod tests {
             organization_id: org.map(str::to_owned),
             journalist_id: None,
         }
+    }
+
+    #[test]
+    fn offset_and_cursor_exclude_each_other() {
+        let text = cursor(None).encode();
+        let both = ListPaging::parse(None, Some(0), Some(&text));
+        assert_eq!(both.err().map(|p| p.code), Some("invalid_query".into()));
+        let bad = ListPaging::parse(None, None, Some("!!!"));
+        assert_eq!(bad.err().map(|p| p.code), Some("invalid_cursor".into()));
+        let good = ListPaging::parse(Some(5), None, Some(&text)).ok();
+        assert_eq!(good.and_then(|p| p.cursor), Some(cursor(None)));
     }
 
     #[test]

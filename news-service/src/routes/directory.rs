@@ -1,175 +1,62 @@
-//! Organisations and journalists: the curated directory, ordered by name, with follower counts
-//! and the caller's `viewer.following`.
+//! The directory: organisations and journalists, each a page ordered by name with follower
+//! counts and, for a caller, whether they follow it. Both lists are one piece ([`list_page`]);
+//! following and unfollowing them is in `engagement`.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use shared_auth::{OptionalCaller, Page, PageQuery, Paging, Query};
-use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
-use utoipa::{IntoParams, ToSchema};
+use sqlx::FromRow;
+use sqlx::postgres::PgRow;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::AppState;
-use crate::cache::json_read;
+use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{BadQuery, Internal, NotModified, Unauthorized, Unavailable};
+use crate::problems::DirectoryAnswers;
+use crate::state::AppState;
+use crate::store::directory::{self, Directory, JOURNALISTS, ORGANIZATIONS, Selection};
+use crate::views::{Journalist, Organization};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/organizations", get(list_organizations))
-        .route("/journalists", get(list_journalists))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_organizations))
+        .routes(routes!(list_journalists))
 }
 
-/// Whether the caller follows this organisation or journalist.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
-pub struct FollowViewer {
-    pub following: bool,
-}
-
-/// A news organisation.
-#[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
-#[schema(example = json!({
-    "id": "org-001", "name": "Harbour Herald", "url": "https://harbour-herald.example",
-    "follower_count": 21, "viewer": {"following": true}
-}))]
-pub struct Organization {
-    pub id: String,
-    pub name: String,
-    pub url: String,
-    #[schema(minimum = 0)]
-    pub follower_count: i64,
-    /// `{following}` for a caller with a valid token; null without one.
-    #[sqlx(try_from = "Option<bool>")]
-    #[schema(value_type = Option<FollowViewer>, required = true)]
-    pub viewer: Viewer,
-}
-
-/// A journalist.
-#[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
-#[schema(example = json!({
-    "id": "jrn-0001", "name": "Ada Byrne", "organization_id": "org-001",
-    "follower_count": 8, "viewer": null
-}))]
-pub struct Journalist {
-    pub id: String,
-    pub name: String,
-    pub organization_id: String,
-    #[schema(minimum = 0)]
-    pub follower_count: i64,
-    /// `{following}` for a caller with a valid token; null without one.
-    #[sqlx(try_from = "Option<bool>")]
-    #[schema(value_type = Option<FollowViewer>, required = true)]
-    pub viewer: Viewer,
-}
-
-/// `{following}` for a caller, null for an anonymous reader (the column is NULL then).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Viewer(pub Option<FollowViewer>);
-
-impl From<Option<bool>> for Viewer {
-    fn from(following: Option<bool>) -> Self {
-        Self(following.map(|following| FollowViewer { following }))
-    }
-}
-
-/// Which rows of the directory to select.
-pub enum Selection<'a> {
-    All,
-    OfOrganization(&'a str),
-    FollowedBy(&'a str),
-}
-
-fn push_following(
-    qb: &mut QueryBuilder<'_, Postgres>,
-    edge: &str,
-    col: &str,
-    owner: &str,
-    viewer: Option<&str>,
-) {
-    match viewer {
-        Some(user) => {
-            qb.push(format!(
-                ", EXISTS (SELECT 1 FROM {edge} f WHERE f.{col} = {owner}.id AND f.user_id = "
-            ))
-            .push_bind(user.to_owned())
-            .push(") AS viewer");
-        }
-        None => {
-            qb.push(", NULL::boolean AS viewer");
-        }
-    }
-}
-
-pub async fn organizations(
-    pool: &PgPool,
+/// A cacheable page of one directory list, with the viewer's column for a caller.
+async fn list_page<T>(
+    state: &AppState,
+    caller: Option<shared_auth::Caller>,
+    headers: &HeaderMap,
+    list: &Directory,
     selection: Selection<'_>,
-    viewer: Option<&str>,
-    paging: Option<Paging>,
-) -> Result<Vec<Organization>> {
-    let mut qb = QueryBuilder::new(
-        "SELECT o.id, o.name, o.url, \
-         (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM organization_stats s WHERE s.organization_id = o.id) AS follower_count",
-    );
-    push_following(
-        &mut qb,
-        "organization_follows",
-        "organization_id",
-        "o",
-        viewer,
-    );
-    qb.push(" FROM organizations o");
-    if let Selection::FollowedBy(user) = selection {
-        qb.push(
-            " JOIN organization_follows mine ON mine.organization_id = o.id AND mine.user_id = ",
-        )
-        .push_bind(user.to_owned());
-    }
-    qb.push(" ORDER BY o.name, o.id");
-    push_paging(&mut qb, paging);
-    Ok(qb.build_query_as().fetch_all(pool).await?)
-}
-
-pub async fn journalists(
-    pool: &PgPool,
-    selection: Selection<'_>,
-    viewer: Option<&str>,
-    paging: Option<Paging>,
-) -> Result<Vec<Journalist>> {
-    let mut qb = QueryBuilder::new(
-        "SELECT j.id, j.name, j.organization_id, \
-         (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM journalist_stats s WHERE s.journalist_id = j.id) AS follower_count",
-    );
-    push_following(&mut qb, "journalist_follows", "journalist_id", "j", viewer);
-    qb.push(" FROM journalists j");
-    match selection {
-        Selection::All => {}
-        Selection::OfOrganization(organization_id) => {
-            qb.push(" WHERE j.organization_id = ")
-                .push_bind(organization_id.to_owned());
+    paging: Paging,
+) -> Result<Response>
+where
+    T: for<'r> FromRow<'r, PgRow> + serde::Serialize + Send + Unpin,
+{
+    let viewer = caller.map(|c| c.sub);
+    let viewer_id = viewer.as_deref();
+    let rows: Vec<T> = match selection {
+        Selection::OfOrganization(id) if !can_exist(id) => Vec::new(),
+        _ => {
+            state
+                .pools
+                .read(viewer.is_some(), |pool| async move {
+                    directory::list(&pool, list, selection, viewer_id, Some(paging)).await
+                })
+                .await?
         }
-        Selection::FollowedBy(user) => {
-            qb.push(
-                " JOIN journalist_follows mine ON mine.journalist_id = j.id AND mine.user_id = ",
-            )
-            .push_bind(user.to_owned());
-        }
-    }
-    qb.push(" ORDER BY j.name, j.id");
-    push_paging(&mut qb, paging);
-    Ok(qb.build_query_as().fetch_all(pool).await?)
-}
-
-fn push_paging(qb: &mut QueryBuilder<'_, Postgres>, paging: Option<Paging>) {
-    if let Some(paging) = paging {
-        qb.push(" LIMIT ")
-            .push_bind(paging.fetch_limit())
-            .push(" OFFSET ")
-            .push_bind(paging.offset);
-    }
+    };
+    Ok(json_read(
+        headers,
+        viewer.is_some(),
+        &Page::from_rows(rows, paging),
+    ))
 }
 
 /// Organisations ordered by name; cacheable like the article reads.
@@ -178,7 +65,7 @@ fn push_paging(qb: &mut QueryBuilder<'_, Postgres>, paging: Option<Paging>) {
     path = "/v1/news/organizations",
     operation_id = "news_list_organizations",
     tag = "news-directory",
-    params(PageQuery, crate::openapi::IfNoneMatch),
+    params(PageQuery, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of organisations.", body = Page<Organization>,
@@ -191,11 +78,7 @@ fn push_paging(qb: &mut QueryBuilder<'_, Postgres>, paging: Option<Paging>) {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        (status = 304, response = inline(NotModified)),
-        (status = 400, response = inline(BadQuery)),
-        (status = 401, response = inline(Unauthorized)),
-        (status = 500, response = inline(Internal)),
-        (status = 503, response = inline(Unavailable)),
+        DirectoryAnswers,
     )
 )]
 async fn list_organizations(
@@ -205,14 +88,15 @@ async fn list_organizations(
     Query(query): Query<PageQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
-    let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
-    let rows = organizations(pool, Selection::All, viewer.as_deref(), Some(paging)).await?;
-    Ok(json_read(
+    list_page::<Organization>(
+        &state,
+        caller,
         &headers,
-        viewer.is_some(),
-        &Page::from_rows(rows, paging),
-    ))
+        &ORGANIZATIONS,
+        Selection::All,
+        paging,
+    )
+    .await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -234,7 +118,7 @@ struct JournalistsQuery {
     path = "/v1/news/journalists",
     operation_id = "news_list_journalists",
     tag = "news-directory",
-    params(JournalistsQuery, crate::openapi::IfNoneMatch),
+    params(JournalistsQuery, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of journalists.", body = Page<Journalist>,
@@ -247,11 +131,7 @@ struct JournalistsQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        (status = 304, response = inline(NotModified)),
-        (status = 400, response = inline(BadQuery)),
-        (status = 401, response = inline(Unauthorized)),
-        (status = 500, response = inline(Internal)),
-        (status = 503, response = inline(Unavailable)),
+        DirectoryAnswers,
     )
 )]
 async fn list_journalists(
@@ -261,19 +141,9 @@ async fn list_journalists(
     Query(query): Query<JournalistsQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
-    let viewer = caller.map(|c| c.sub);
-    let pool = state.pools.for_reader(viewer.is_some());
     let selection = match query.organization_id.as_deref() {
         Some(id) => Selection::OfOrganization(id),
         None => Selection::All,
     };
-    let rows = match selection {
-        Selection::OfOrganization(id) if !can_exist(id) => Vec::new(),
-        _ => journalists(pool, selection, viewer.as_deref(), Some(paging)).await?,
-    };
-    Ok(json_read(
-        &headers,
-        viewer.is_some(),
-        &Page::from_rows(rows, paging),
-    ))
+    list_page::<Journalist>(&state, caller, &headers, &JOURNALISTS, selection, paging).await
 }

@@ -2,41 +2,31 @@
 //! idempotent removal, both answering the caller's state and the exact count. An unknown target is
 //! 404 and writes nothing. Always on the primary; the count is read from the target's counters in
 //! the writing transaction, so the answer includes the caller's own write.
+//! The eight handlers are one piece of logic ([`answer`]) over the four edges of `store`.
 
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Map, Value};
-use shared_auth::{Problem, RequiredCaller};
-use sqlx::PgConnection;
+use shared_auth::RequiredCaller;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::AppState;
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::openapi::{
-    ArticleNotFound, BadPath, Internal, JournalistNotFound, OrganizationNotFound, Unauthorized,
-    Unavailable,
-};
+use crate::problems::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
+use crate::state::AppState;
+use crate::store::engagement::{self, Edge};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/articles/{article_id}/like", post(like).delete(unlike))
-        .route(
-            "/articles/{article_id}/bookmark",
-            post(bookmark).delete(unbookmark),
-        )
-        .route(
-            "/journalists/{journalist_id}/follow",
-            post(follow_journalist).delete(unfollow_journalist),
-        )
-        .route(
-            "/organizations/{organization_id}/follow",
-            post(follow_organization).delete(unfollow_organization),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(like, unlike))
+        .routes(routes!(bookmark, unbookmark))
+        .routes(routes!(follow_journalist, unfollow_journalist))
+        .routes(routes!(follow_organization, unfollow_organization))
 }
 
-// The answers `Edge::answer` writes, one per edge kind (documentation of its JSON object).
+// The answers `answer` writes, one per edge kind (documentation of its JSON object).
 
 /// The caller's like of an article and the article's like count.
 #[derive(ToSchema)]
@@ -78,134 +68,28 @@ pub struct OrganizationFollowState {
     pub follower_count: i64,
 }
 
-/// One kind of engagement edge between a caller and a target. All names are static SQL
-/// identifiers of our own schema, never input.
-pub struct Edge {
-    target_table: &'static str,
-    edge_table: &'static str,
-    /// The counter table its triggers keep; its counter column is named like `count_field`.
-    stats_table: &'static str,
-    target_column: &'static str,
-    flag_field: &'static str,
-    count_field: &'static str,
-    not_found: &'static str,
-}
-
-pub const LIKE: Edge = Edge {
-    target_table: "articles",
-    edge_table: "likes",
-    stats_table: "article_stats",
-    target_column: "article_id",
-    flag_field: "liked",
-    count_field: "like_count",
-    not_found: "article_not_found",
-};
-pub const BOOKMARK: Edge = Edge {
-    target_table: "articles",
-    edge_table: "bookmarks",
-    stats_table: "article_stats",
-    target_column: "article_id",
-    flag_field: "bookmarked",
-    count_field: "bookmark_count",
-    not_found: "article_not_found",
-};
-pub const FOLLOW_JOURNALIST: Edge = Edge {
-    target_table: "journalists",
-    edge_table: "journalist_follows",
-    stats_table: "journalist_stats",
-    target_column: "journalist_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: "journalist_not_found",
-};
-pub const FOLLOW_ORGANIZATION: Edge = Edge {
-    target_table: "organizations",
-    edge_table: "organization_follows",
-    stats_table: "organization_stats",
-    target_column: "organization_id",
-    flag_field: "following",
-    count_field: "follower_count",
-    not_found: "organization_not_found",
-};
-
-impl Edge {
-    /// Adds (`on`) or removes the caller's edge in one statement that also tells whether the
-    /// target exists; the primary key makes a repeat a no-op.
-    async fn set(
-        &self,
-        conn: &mut PgConnection,
-        target: &str,
-        user: &str,
-        on: bool,
-    ) -> Result<bool> {
-        let change = if on {
-            format!(
-                "INSERT INTO {edge} ({col}, user_id) SELECT id, $2 FROM target ON CONFLICT DO NOTHING",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        } else {
-            format!(
-                "DELETE FROM {edge} WHERE {col} = $1 AND user_id = $2",
-                edge = self.edge_table,
-                col = self.target_column
-            )
-        };
-        let sql = format!(
-            "WITH target AS (SELECT id FROM {table} WHERE id = $1), change AS ({change}) \
-             SELECT EXISTS (SELECT 1 FROM target)",
-            table = self.target_table
-        );
-        Ok(sqlx::query_scalar(&sql)
-            .bind(target)
-            .bind(user)
-            .fetch_one(conn)
-            .await?)
+/// Sets or clears the caller's edge to `target` and answers the edge's state and count.
+async fn answer(
+    edge: Edge,
+    state: &AppState,
+    target: String,
+    user: &str,
+    on: bool,
+) -> Result<Json<Value>> {
+    if !can_exist(&target) {
+        return Err(edge.not_found().into());
     }
-
-    /// The number of edges to the target: the sum of its counter slots, which the edge table's
-    /// triggers keep equal to the rows (O(1) however many there are).
-    pub async fn count(&self, conn: &mut PgConnection, target: &str) -> Result<i64> {
-        let sql = format!(
-            "SELECT coalesce(sum({counter}), 0)::bigint FROM {stats} WHERE {col} = $1",
-            counter = self.count_field,
-            stats = self.stats_table,
-            col = self.target_column
-        );
-        Ok(sqlx::query_scalar(&sql)
-            .bind(target)
-            .fetch_one(conn)
-            .await?)
+    let mut tx = state.pools.primary.begin().await?;
+    if !engagement::set(&mut *tx, edge, &target, user, on).await? {
+        return Err(edge.not_found().into());
     }
-
-    fn target_not_found(&self) -> crate::error::Error {
-        Problem::not_found(self.not_found)
-            .with_detail("no such target")
-            .into()
-    }
-
-    async fn answer(
-        &self,
-        state: &AppState,
-        target: String,
-        user: &str,
-        on: bool,
-    ) -> Result<Json<Value>> {
-        if !can_exist(&target) {
-            return Err(self.target_not_found());
-        }
-        let mut tx = state.pools.primary.begin().await?;
-        if !self.set(&mut tx, &target, user, on).await? {
-            return Err(self.target_not_found());
-        }
-        let count = self.count(&mut tx, &target).await?;
-        tx.commit().await?;
-        let mut body = Map::new();
-        body.insert(self.target_column.into(), Value::String(target));
-        body.insert(self.flag_field.into(), Value::Bool(on));
-        body.insert(self.count_field.into(), Value::from(count));
-        Ok(Json(Value::Object(body)))
-    }
+    let count = engagement::count(&mut *tx, edge, &target).await?;
+    tx.commit().await?;
+    let mut body = Map::new();
+    body.insert(edge.target_field().into(), Value::String(target));
+    body.insert(edge.flag_field().into(), Value::Bool(on));
+    body.insert(edge.count_field().into(), Value::from(count));
+    Ok(Json(Value::Object(body)))
 }
 
 macro_rules! edge_handlers {
@@ -216,7 +100,7 @@ macro_rules! edge_handlers {
             RequiredCaller(caller): RequiredCaller,
             Path(id): Path<String>,
         ) -> Result<Json<Value>> {
-            $edge.answer(&state, id, &caller.sub, $on).await
+            answer($edge, &state, id, &caller.sub, $on).await
         }
     )*};
 }
@@ -232,14 +116,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller likes the article.", body = LikeState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
-    like => LIKE, true;
+    like => Edge::Like, true;
     /// Remove the caller's like (idempotent).
     #[utoipa::path(
         delete,
@@ -250,14 +130,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not like the article.", body = LikeState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
-    unlike => LIKE, false;
+    unlike => Edge::Like, false;
     /// Bookmark an article (idempotent).
     #[utoipa::path(
         post,
@@ -268,14 +144,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
-    bookmark => BOOKMARK, true;
+    bookmark => Edge::Bookmark, true;
     /// Remove the caller's bookmark (idempotent).
     #[utoipa::path(
         delete,
@@ -286,14 +158,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(ArticleNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            ArticleEdgeAnswers,
         )
     )]
-    unbookmark => BOOKMARK, false;
+    unbookmark => Edge::Bookmark, false;
     /// Follow a journalist (idempotent).
     #[utoipa::path(
         post,
@@ -304,14 +172,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(JournalistNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            JournalistEdgeAnswers,
         )
     )]
-    follow_journalist => FOLLOW_JOURNALIST, true;
+    follow_journalist => Edge::FollowJournalist, true;
     /// Stop following a journalist (idempotent).
     #[utoipa::path(
         delete,
@@ -322,14 +186,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(JournalistNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            JournalistEdgeAnswers,
         )
     )]
-    unfollow_journalist => FOLLOW_JOURNALIST, false;
+    unfollow_journalist => Edge::FollowJournalist, false;
     /// Follow an organisation (idempotent).
     #[utoipa::path(
         post,
@@ -340,14 +200,10 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(OrganizationNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            OrganizationEdgeAnswers,
         )
     )]
-    follow_organization => FOLLOW_ORGANIZATION, true;
+    follow_organization => Edge::FollowOrganization, true;
     /// Stop following an organisation (idempotent).
     #[utoipa::path(
         delete,
@@ -358,12 +214,8 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
-            (status = 400, response = inline(BadPath)),
-            (status = 401, response = inline(Unauthorized)),
-            (status = 404, response = inline(OrganizationNotFound)),
-            (status = 500, response = inline(Internal)),
-            (status = 503, response = inline(Unavailable)),
+            OrganizationEdgeAnswers,
         )
     )]
-    unfollow_organization => FOLLOW_ORGANIZATION, false;
+    unfollow_organization => Edge::FollowOrganization, false;
 }

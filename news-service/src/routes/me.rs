@@ -1,30 +1,28 @@
 //! The caller's own lists: bookmarks, what they follow, and their feed. Always from the primary.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::get;
 use serde::{Deserialize, Serialize};
-use shared_auth::{Page, PageQuery, Paging, Query, RequiredCaller};
-use sqlx::QueryBuilder;
+use shared_auth::{Page, PageQuery, Paging, Problem, Query, RequiredCaller};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::AppState;
 use crate::cache::json_read;
-use crate::domain::cursor::ListKind;
+use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::Result;
-use crate::openapi::{BadListQuery, BadQuery, Internal, Unauthorized, Unavailable};
-use crate::routes::articles::{
-    ArticleItem, ArticlePage, ArticleRow, ListPaging, ListSpec, fetch_cursor_page, invalid_cursor,
-};
-use crate::routes::directory::{Journalist, Organization, Selection, journalists, organizations};
+use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
+use crate::state::AppState;
+use crate::store::articles::{self, ListSpec};
+use crate::store::directory;
+use crate::views::{ArticleItem, ArticlePage, Journalist, Organization};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/me/bookmarks", get(my_bookmarks))
-        .route("/me/following", get(my_following))
-        .route("/me/feed", get(my_feed))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(my_bookmarks))
+        .routes(routes!(my_following))
+        .routes(routes!(my_feed))
 }
 
 /// The caller's bookmarked articles, most recently bookmarked first.
@@ -41,10 +39,7 @@ pub fn router() -> Router<AppState> {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        (status = 400, response = inline(BadQuery)),
-        (status = 401, response = inline(Unauthorized)),
-        (status = 500, response = inline(Internal)),
-        (status = 503, response = inline(Unavailable)),
+        PrivatePageAnswers,
     )
 )]
 async fn my_bookmarks(
@@ -54,10 +49,7 @@ async fn my_bookmarks(
     Query(query): Query<PageQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
-    let mut qb = QueryBuilder::new("");
-    crate::routes::articles::push_bookmarks_query(&mut qb, &caller.sub, paging);
-    let rows: Vec<ArticleRow> = qb.build_query_as().fetch_all(&state.pools.primary).await?;
-    let page = Page::from_rows(rows, paging).map(ArticleItem::from);
+    let page = articles::bookmarked_by(&state.pools.primary, &caller.sub, paging).await?;
     Ok(json_read(&headers, true, &page))
 }
 
@@ -81,9 +73,7 @@ pub struct Following {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        (status = 401, response = inline(Unauthorized)),
-        (status = 500, response = inline(Internal)),
-        (status = 503, response = inline(Unavailable)),
+        PrivateAnswers,
     )
 )]
 async fn my_following(
@@ -91,11 +81,11 @@ async fn my_following(
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let pool = &state.pools.primary;
-    let me = caller.sub.as_str();
+    let (journalists, organizations) =
+        directory::followed_by(&state.pools.primary, &caller.sub).await?;
     let following = Following {
-        journalists: journalists(pool, Selection::FollowedBy(me), Some(me), None).await?,
-        organizations: organizations(pool, Selection::FollowedBy(me), Some(me), None).await?,
+        journalists,
+        organizations,
     };
     Ok(json_read(&headers, true, &following))
 }
@@ -127,10 +117,7 @@ struct FeedQuery {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        (status = 400, response = inline(BadListQuery)),
-        (status = 401, response = inline(Unauthorized)),
-        (status = 500, response = inline(Internal)),
-        (status = 503, response = inline(Unavailable)),
+        FeedAnswers,
     )
 )]
 async fn my_feed(
@@ -143,13 +130,13 @@ async fn my_feed(
     if let Some(cursor) = &paging.cursor {
         cursor
             .resolve_filter(ListKind::Feed, None, None)
-            .map_err(invalid_cursor)?;
+            .map_err(Problem::from)?;
     }
     let spec = ListSpec {
         viewer: Some(caller.sub.clone()),
         followed_by: Some(caller.sub),
         ..ListSpec::default()
     };
-    let page = fetch_cursor_page(&state.pools.primary, ListKind::Feed, spec, &paging).await?;
+    let page = articles::page(&state.pools.primary, ListKind::Feed, spec, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }

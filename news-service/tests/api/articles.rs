@@ -1,6 +1,8 @@
+//! Article reads: the list with its filters and paging, one article, caching and viewer columns.
+
 use std::collections::HashSet;
 
-use news_service::routes::articles::{ListSpec, list_query};
+use news_service::store::articles::{ListSpec, list_query};
 use serde_json::{Value, json};
 
 use crate::helpers::{assert_problem, ids, pool_as, spawn_seeded, spawn_with_fixture};

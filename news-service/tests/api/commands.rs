@@ -1,3 +1,5 @@
+//! The binary's commands: `import`, `--help`, `mint-token`, and `serve` stopping on SIGTERM.
+
 use std::io::Write;
 use std::process::Command;
 
@@ -114,6 +116,7 @@ fn help_lists_every_environment_variable() {
         "NEWS_OWNER_DATABASE_URL",
         "NEWS_MIGRATE_ON_START",
         "NEWS_DB_MAX_CONNECTIONS",
+        "NEWS_IDEMPOTENCY_CLEANUP_SECS",
         "LOG_FORMAT",
         "AUTH_ISSUER",
         "AUTH_HS256_SECRET",

@@ -1,6 +1,10 @@
-use serde_json::{Value, json};
+//! Comments: create with its rules and `Idempotency-Key`, read one, threads in order.
 
-use crate::helpers::{TestApp, assert_problem, spawn_with_fixture};
+use news_service::{Application, ServeConfig};
+use serde_json::{Value, json};
+use shared_auth::testing::auth_config;
+
+use crate::helpers::{TestApp, assert_problem, pool_as, spawn_app, spawn_with_fixture};
 
 async fn create(app: &TestApp, user: &str, body: Value) -> Value {
     let response = app.post_comment(user, &body, None).await;
@@ -371,4 +375,37 @@ async fn concurrent_repeats_of_one_key_create_one_comment() {
     );
     assert!(statuses.contains(&201));
     assert_eq!(app.count("SELECT count(*) FROM comments").await, 1);
+}
+
+#[tokio::test]
+async fn the_service_sweeps_expired_idempotency_keys() {
+    let app = spawn_app().await;
+    let pool = pool_as(&app.db, "news_app").await;
+    let insert = "INSERT INTO idempotency_keys (caller_id, key, request_hash, response_status, \
+                  response_body, location, created_at, expires_at) \
+                  VALUES ('u1', $1, '\\x00', 201, '\\x7b7d', NULL, now() - interval '2 days', $2)";
+    let expired = sqlx::query(insert)
+        .bind("old")
+        .bind(chrono::Utc::now() - chrono::Duration::days(1));
+    expired.execute(&pool).await.unwrap();
+    let live = sqlx::query(insert)
+        .bind("fresh")
+        .bind(chrono::Utc::now() + chrono::Duration::days(1));
+    live.execute(&pool).await.unwrap();
+    // A second service on the same database: its first sweep runs as it starts.
+    let mut config = ServeConfig::new(app.db.url_for("news_app"), auth_config());
+    config.idempotency_cleanup_secs = 1;
+    let _second = Application::build(config).await.unwrap();
+    let mut keys: Vec<String> = Vec::new();
+    for _ in 0..50 {
+        keys = sqlx::query_scalar("SELECT key FROM idempotency_keys ORDER BY key")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        if keys == ["fresh"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(keys, ["fresh"]);
 }

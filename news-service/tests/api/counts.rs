@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use futures_util::future::join_all;
-use news_service::routes::articles::{ListSpec, article_query, list_query};
+use news_service::store::articles::{ListSpec, article_query, list_query};
 use reqwest::Method;
 use serde_json::{Value, json};
 use shared_auth::testing::TestDatabase;

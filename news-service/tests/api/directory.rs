@@ -1,3 +1,5 @@
+//! The directory: `/organizations` and `/journalists`.
+
 use serde_json::{Value, json};
 
 use crate::helpers::{assert_problem, ids, spawn_with_fixture};

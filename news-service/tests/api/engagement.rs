@@ -1,3 +1,5 @@
+//! Likes, bookmarks and follows: idempotent add and remove, exact counts, unknown targets.
+
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 

@@ -1,3 +1,5 @@
+//! `/healthz` and `/readyz`, problems for unknown routes and bad requests, and auth failures.
+
 use news_service::Application;
 use news_service::config::ServeConfig;
 use serde_json::json;

@@ -1,3 +1,6 @@
+//! What the tests share: a migrated database per test, the service on port 0, a small
+//! hand-made catalogue, and assertions on problems.
+
 use std::str::FromStr;
 
 use news_service::config::ServeConfig;

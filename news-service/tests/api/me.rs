@@ -1,3 +1,5 @@
+//! The caller's own lists: `/me/bookmarks`, `/me/following`, `/me/feed`.
+
 use serde_json::{Value, json};
 
 use crate::helpers::{assert_problem, ids, spawn_with_fixture};

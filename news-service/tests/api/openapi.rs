@@ -1,12 +1,12 @@
-//! The OpenAPI document: served at `/v1/news/openapi.json`, OpenAPI 3.1, every route of API.md
-//! section 4 with the auth its table gives, problems for every error status.
+//! The OpenAPI document: served at `/v1/news/openapi.json`, OpenAPI 3.1, every news route of the
+//! contract (docs/) with the auth it gives, problems for every error status.
 
 use news_service::Application;
 use news_service::config::ServeConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::{auth_config, token};
 
-/// (method, path, auth) of every news endpoint in API.md section 4.
+/// (method, path, auth) of every news endpoint of the contract.
 const ROUTES: &[(&str, &str, Auth)] = &[
     ("get", "/v1/news/articles", Auth::Optional),
     ("get", "/v1/news/articles/{article_id}", Auth::Optional),
@@ -130,7 +130,7 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_auth() {
             "{method} {path}"
         );
     }
-    // Nothing documented that API.md does not list, except this document itself.
+    // Nothing documented that the contract does not list, except this document itself.
     let documented = operations(&document);
     assert_eq!(documented.len(), ROUTES.len() + 1);
     assert!(document["paths"]["/v1/news/openapi.json"]["get"].is_object());

@@ -1,3 +1,5 @@
+//! The database side: the runtime role's grants, migrations, seeding, and which pool a read uses.
+
 use shared_auth::testing::TestDatabase;
 
 use crate::helpers::{pool_as, spawn_app, spawn_seeded, spawn_with_fixture, start};
@@ -136,9 +138,25 @@ async fn anonymous_reads_use_the_read_pool_and_personal_reads_the_primary() {
         .execute(&pipeline)
         .await
         .unwrap();
-    // A read pool that cannot connect: anonymous reads fail, signed-in reads do not.
+    // A read pool that cannot connect: anonymous reads try it and fall back to the primary
+    // (counted), signed-in reads and writes use the primary anyway.
     let app = start(db, Some("postgres://news_app@127.0.0.1:1/none".into())).await;
-    assert_eq!(app.get("/articles", None).await.status(), 503);
+    assert_eq!(app.get("/articles", None).await.status(), 200);
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let fallbacks: f64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("news_db_read_fallback_total"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(fallbacks, 1.0, "{metrics}");
     assert_eq!(app.get("/articles", Some("u1")).await.status(), 200);
     assert_eq!(app.post("/articles/art-1/like", "u1").await.status(), 200);
 }

@@ -1,6 +1,9 @@
-//! `GET /healthz` (the process is up) and `GET /readyz` (every database pool answers), the same
-//! in both services. `/readyz` answers 503 `database_unavailable` with `Retry-After` when a pool
-//! does not answer `SELECT 1` in time, so orchestrators stop routing to the replica.
+//! `GET /healthz` (the process is up) and `GET /readyz` (the service can serve something), the
+//! same in both services. `/readyz` answers from the background pool check
+//! ([`crate::pg::pool_health`]), never with a query of its own: 200 while at least one database
+//! pool is up, with every pool's state in the body; 503 `database_unavailable` with
+//! `Retry-After` only when no pool is up, so an orchestrator keeps a replica whose read pool
+//! alone is down.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,21 +11,22 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
+use crate::pg::pool_health::{CheckEvery, PoolHealth, PoolState};
 
-/// What `/readyz` checks: named pools (the names show in the 503 detail), how long each may
-/// take, and the `Retry-After` of the 503.
+/// What `/readyz` reads: the background check, how long a just-started process waits for its
+/// first result, and the `Retry-After` of the 503.
 struct Readiness {
-    pools: Vec<(&'static str, PgPool)>,
-    timeout: Duration,
+    health: PoolHealth,
+    first_check_wait: Duration,
     retry_after_secs: u32,
 }
 
-/// `/healthz` and `/readyz`, with their own state so they merge into any service's router.
+/// `/healthz` and `/readyz` for `pools`, checked in the background every 2 s with `timeout`.
 pub fn router<S>(
     pools: Vec<(&'static str, PgPool)>,
     timeout: Duration,
@@ -31,9 +35,21 @@ pub fn router<S>(
 where
     S: Clone + Send + Sync + 'static,
 {
-    let readiness = Arc::new(Readiness {
-        pools,
+    let every = CheckEvery {
         timeout,
+        ..CheckEvery::default()
+    };
+    router_for(PoolHealth::spawn(pools, every), retry_after_secs)
+}
+
+/// `/healthz` and `/readyz` reading a background check the service also uses elsewhere.
+pub fn router_for<S>(health: PoolHealth, retry_after_secs: u32) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let readiness = Arc::new(Readiness {
+        health,
+        first_check_wait: Duration::from_secs(3),
         retry_after_secs,
     });
     Router::new()
@@ -47,39 +63,23 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> Result<Json<Value>, Problem> {
-    let pings = readiness
-        .pools
-        .iter()
-        .map(|(name, pool)| ping(name, pool, readiness.timeout));
-    let up = futures_util::future::join_all(pings).await;
-    if up.iter().all(|up| *up) {
-        return Ok(Json(json!({"status": "ready"})));
+    readiness
+        .health
+        .first_check(readiness.first_check_wait)
+        .await;
+    let pools = readiness.health.snapshot();
+    if pools.iter().any(|(_, state)| *state == PoolState::Up) {
+        let states: Map<String, Value> = pools
+            .iter()
+            .map(|(name, state)| ((*name).to_owned(), json!(state.as_str())))
+            .collect();
+        return Ok(Json(json!({"status": "ready", "pools": states})));
     }
-    let states: Vec<String> = readiness
-        .pools
+    let states: Vec<String> = pools
         .iter()
-        .zip(&up)
-        .map(|((name, _), up)| format!("{name}: {}", if *up { "up" } else { "down" }))
+        .map(|(name, state)| format!("{name}: {}", state.as_str()))
         .collect();
     Err(Problem::from_code(SharedCode::DatabaseUnavailable)
         .with_retry_after(readiness.retry_after_secs)
-        .with_detail(format!(
-            "the database is not reachable ({})",
-            states.join(", ")
-        )))
-}
-
-async fn ping(name: &str, pool: &PgPool, timeout: Duration) -> bool {
-    let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool);
-    match tokio::time::timeout(timeout, query).await {
-        Ok(Ok(_)) => true,
-        Ok(Err(error)) => {
-            tracing::warn!(pool = name, %error, "readiness check failed");
-            false
-        }
-        Err(_) => {
-            tracing::warn!(pool = name, "readiness check timed out");
-            false
-        }
-    }
+        .with_detail(format!("no database is reachable ({})", states.join(", "))))
 }

@@ -100,8 +100,19 @@ impl Sampled for PoolMetrics {
 impl HttpMetrics {
     /// Metrics named `<prefix>_...` (e.g. `lingo_http_requests_total`) for the given pools.
     pub fn new(prefix: &str, pools: Vec<(&'static str, PgPool)>) -> Arc<Self> {
+        Self::with_extra(prefix, pools, |_| {})
+    }
+
+    /// Like [`HttpMetrics::new`], letting the service register metrics of its own (pool health,
+    /// read routing) under the same prefix and `/metrics`.
+    pub fn with_extra(
+        prefix: &str,
+        pools: Vec<(&'static str, PgPool)>,
+        register: impl FnOnce(&mut Registry),
+    ) -> Arc<Self> {
         let mut builder = HttpMetrics::builder(prefix);
         let pools = PoolMetrics::register(builder.registry(), pools);
+        register(builder.registry());
         builder.with_sampled(pools).build()
     }
 

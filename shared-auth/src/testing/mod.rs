@@ -5,6 +5,9 @@
 //!   `deploy/postgres/bootstrap.sql`; each test gets a fresh database, so tests run in parallel.
 //!   A watchdog stops the cluster and removes its files as soon as the test process exits.
 //! - HS256 tokens signed with the test secret.
+//! - [`replica`]: a primary with a streaming replica, for tests of a database node going away.
+
+pub mod replica;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -155,7 +158,7 @@ impl TestDatabase {
 /// Roles and their settings are cluster-wide, and PostgreSQL answers "tuple concurrently
 /// updated" when two sessions alter one role at once (advisory locks are per database and do not
 /// help), so bootstraps are serialised within the process and retried across processes.
-async fn bootstrap(admin_url: &str) {
+pub(crate) async fn bootstrap(admin_url: &str) {
     static BOOTSTRAP_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _guard = BOOTSTRAP_LOCK.lock().await;
     let mut attempt = 0;
@@ -182,7 +185,7 @@ const SET_TEST_PASSWORDS: &str = "DO $$ DECLARE r text; BEGIN \
       EXECUTE format('ALTER ROLE %I PASSWORD %L', r, r); \
     END LOOP; END $$;";
 
-async fn connect_with_retry(url: &str) -> PgConnection {
+pub(crate) async fn connect_with_retry(url: &str) -> PgConnection {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match PgConnection::connect(url).await {
@@ -193,7 +196,7 @@ async fn connect_with_retry(url: &str) -> PgConnection {
     }
 }
 
-fn pg_bin(name: &str) -> PathBuf {
+pub(crate) fn pg_bin(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .map(|paths| {
             std::env::split_paths(&paths)
@@ -217,7 +220,7 @@ fn pg_bin(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("PostgreSQL's {name} not found on PATH or under /usr/lib/postgresql/*/bin; install the server binaries or set TEST_DATABASE_URL"))
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -227,7 +230,7 @@ fn is_root() -> bool {
 
 /// PostgreSQL refuses to run as root; as root the server runs as the `postgres` user.
 /// `setpriv` execs in place, so the pid we hold is the server's own.
-fn as_server_user(program: &Path, root: bool) -> Command {
+pub(crate) fn as_server_user(program: &Path, root: bool) -> Command {
     if root {
         let mut command = Command::new("setpriv");
         command
@@ -336,6 +339,6 @@ fn spawn_watchdog(postgres_pid: u32, dir: &Path) {
     watchdog.spawn().expect("start cluster watchdog");
 }
 
-fn rand_suffix() -> String {
+pub(crate) fn rand_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
 }

@@ -1,0 +1,103 @@
+//! The service skeleton: [`router`] (the whole HTTP surface) and [`Application`] (bind, serve,
+//! stop, and the idempotency cleanup task that runs alongside).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use shared_auth::Verifier;
+use shared_auth::http::metrics::HttpMetrics;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::config::ServeConfig;
+use crate::state::{ApiDocument, AppState, Pools};
+use crate::{db, error, idempotency, openapi};
+
+/// Request bodies are at most 16 KiB at the services (the contract's limits).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
+pub fn router(state: AppState) -> Router {
+    let (api, _) = openapi::documented_routes();
+    let metrics = HttpMetrics::with_extra("news", state.pools.named(), |registry| {
+        state.pools.register_metrics(registry);
+    });
+    metrics.spawn_pool_sampler(Duration::from_secs(5));
+    let health = shared_auth::pg::health::router_for(state.pools.health(), error::RETRY_AFTER_SECS);
+    let routes = api.merge(health);
+    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+}
+
+/// A bound, ready-to-run news service.
+pub struct Application {
+    port: u16,
+    listener: TcpListener,
+    router: Router,
+    cleanup: AbortOnDrop,
+}
+
+/// Aborts the task when dropped: an application built and never run, or one that stopped,
+/// leaves no sweep behind.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Application {
+    /// Builds pools and the verifier, migrates when asked, binds the listener (port 0 in tests)
+    /// and starts the sweep of expired idempotency keys.
+    pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
+        if config.migrate_on_start {
+            let owner = config.owner_database_url.as_deref().ok_or_else(|| {
+                anyhow::anyhow!("NEWS_MIGRATE_ON_START needs NEWS_OWNER_DATABASE_URL")
+            })?;
+            db::migrate(owner).await?;
+        }
+        let pools = Pools::connect(
+            &config.database_url,
+            config.database_read_url.as_deref(),
+            config.db_max_connections,
+            &config.read_routing,
+        )?;
+        let verifier = Verifier::from_config(&config.auth).await?;
+        let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
+            pools.primary.clone(),
+            Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
+        )));
+        let state = AppState {
+            pools,
+            verifier,
+            document: ApiDocument(Arc::new(openapi::openapi())),
+        };
+        let listener = TcpListener::bind(config.listen_addr).await?;
+        let port = listener.local_addr()?.port();
+        Ok(Self {
+            port,
+            listener,
+            router: router(state),
+            cleanup,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until SIGINT/SIGTERM, then drains in-flight requests.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        tracing::info!(port = self.port, "news-service listening");
+        let _cleanup = self.cleanup;
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shared_auth::telemetry::shutdown_signal())
+            .await
+    }
+}

@@ -1,0 +1,165 @@
+//! The catalogue of problem answers the OpenAPI annotations list: each answer declared once
+//! (status, description, headers), grouped into one `IntoResponses` set per kind of operation,
+//! so a handler says `responses((status = 200, ...), ArticleAnswers)` instead of repeating the
+//! same lines. A 404's text comes from its [`ErrorCode`].
+
+use std::collections::BTreeMap;
+
+use shared_auth::ErrorCode as _;
+use utoipa::IntoResponses;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response as ApiResponse, ResponseBuilder};
+
+use crate::error::ErrorCode;
+
+const PROBLEM_JSON: &str = "application/problem+json";
+
+fn string_header(description: &str) -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(description))
+        .build()
+}
+
+fn problem(description: &str, headers: &[(&str, &str)]) -> RefOr<ApiResponse> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .build();
+    let mut builder = ResponseBuilder::new()
+        .description(description)
+        .content(PROBLEM_JSON, content);
+    for (name, description) in headers {
+        builder = builder.header(*name, string_header(description));
+    }
+    builder.build().into()
+}
+
+const WWW_AUTHENTICATE: (&str, &str) = (
+    "WWW-Authenticate",
+    "`Bearer realm=\"lingo-news\"`, with `error=\"invalid_request\"` or \
+     `error=\"invalid_token\", error_description=\"…\"` when a credential was sent.",
+);
+const RETRY_AFTER: (&str, &str) = ("Retry-After", "Seconds to wait before retrying.");
+
+/// "`code`: description." as the document describes a 404 of one code.
+fn of_code(code: ErrorCode) -> String {
+    format!("`{}`: {}.", code.code(), code.description())
+}
+
+/// One answer of the catalogue: its status and how the document describes it.
+trait CatalogueEntry {
+    const STATUS: &'static str;
+    fn response() -> RefOr<ApiResponse>;
+}
+
+macro_rules! problem_answers {
+    ($($name:ident => $status:literal, $description:expr $(, $header:expr)*;)*) => {$(
+        pub struct $name;
+
+        impl CatalogueEntry for $name {
+            const STATUS: &'static str = $status;
+            fn response() -> RefOr<ApiResponse> {
+                problem(&$description, &[$($header),*])
+            }
+        }
+    )*};
+}
+
+problem_answers! {
+    BadQuery => "400", "`invalid_query`: a query parameter is not an integer or out of range.";
+    BadPath => "400", "`bad_request`: a path segment is not percent-encoded UTF-8.";
+    BadPathOrQuery => "400", "`invalid_query`: a query parameter is not an integer or out of \
+        range. `bad_request`: a path segment is not percent-encoded UTF-8.";
+    BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
+        both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
+        belongs to another list or other filters.";
+    BadCommentRequest => "400", "`malformed_json`: the body is empty or not JSON. \
+        `invalid_idempotency_key`: `Idempotency-Key` is not one value of 1..=255 visible ASCII \
+        characters.";
+    Unauthorized => "401", "`missing_token` (a required endpoint without `Authorization`), \
+        `invalid_authorization_header` (not `Bearer <token>`), or `invalid_token` (bad \
+        signature, expired, wrong issuer or audience, ...). Optional endpoints answer 401 too \
+        when a token is sent and invalid.", WWW_AUTHENTICATE;
+    ArticleNotFound => "404", of_code(ErrorCode::ArticleNotFound);
+    CommentNotFound => "404", of_code(ErrorCode::CommentNotFound);
+    JournalistNotFound => "404", of_code(ErrorCode::JournalistNotFound);
+    OrganizationNotFound => "404", of_code(ErrorCode::OrganizationNotFound);
+    IdempotencyInUse => "409", "`idempotency_key_in_use`: a request with this \
+        `Idempotency-Key` is still being processed.";
+    PayloadTooLarge => "413", "`payload_too_large`: the body is over 16 KiB.";
+    UnsupportedMediaType => "415", "`unsupported_media_type`: the body is not \
+        `application/json`.";
+    CommentRejected => "422", "`validation_failed` (a field is missing, null, of the wrong type, \
+        unknown, or `text` is empty after trimming or over 10,000 characters), \
+        `unknown_article`, `unknown_parent`, `parent_article_mismatch`, `max_depth_exceeded`, \
+        or `idempotency_key_reused` (the key was used with another body). `errors` names the \
+        field.";
+    Internal => "500", "`internal_error`: the server failed; the problem says nothing more.";
+    Unavailable => "503", "`database_unavailable`: the database is not reachable; retry after \
+        `Retry-After`.", RETRY_AFTER;
+}
+
+/// 304 to an anonymous read whose `If-None-Match` matches: no body.
+pub struct NotModified;
+
+impl CatalogueEntry for NotModified {
+    const STATUS: &'static str = "304";
+    fn response() -> RefOr<ApiResponse> {
+        ResponseBuilder::new()
+            .description("Not modified: the stored answer with this `ETag` is still current.")
+            .header("Cache-Control", string_header("`public, max-age=30`."))
+            .header("ETag", string_header("The current strong validator."))
+            .header("Vary", string_header("`authorization`."))
+            .build()
+            .into()
+    }
+}
+
+/// Declares the answer sets: each one lists, for `responses(...)`, every non-2xx status an
+/// operation of its kind can produce.
+macro_rules! answer_sets {
+    ($($(#[$doc:meta])* $name:ident = [$($entry:ident),* $(,)?];)*) => {$(
+        $(#[$doc])*
+        pub struct $name;
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<ApiResponse>> {
+                BTreeMap::from([$(($entry::STATUS.to_owned(), $entry::response())),*])
+            }
+        }
+    )*};
+}
+
+answer_sets! {
+    /// A cacheable article list (offset or cursor paging).
+    ArticleListAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    /// One cacheable article.
+    ArticleAnswers = [NotModified, BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// A cacheable page of an article's comments.
+    CommentThreadAnswers =
+        [NotModified, BadPathOrQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// One cacheable comment.
+    CommentAnswers = [NotModified, BadPath, Unauthorized, CommentNotFound, Internal, Unavailable];
+    /// Writing a comment.
+    CreateCommentAnswers = [
+        BadCommentRequest, Unauthorized, IdempotencyInUse, PayloadTooLarge, UnsupportedMediaType,
+        CommentRejected, Internal, Unavailable,
+    ];
+    /// Adding or removing a like or bookmark of an article.
+    ArticleEdgeAnswers = [BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// Following or unfollowing a journalist.
+    JournalistEdgeAnswers = [BadPath, Unauthorized, JournalistNotFound, Internal, Unavailable];
+    /// Following or unfollowing an organisation.
+    OrganizationEdgeAnswers = [BadPath, Unauthorized, OrganizationNotFound, Internal, Unavailable];
+    /// A cacheable directory page (offset paging).
+    DirectoryAnswers = [NotModified, BadQuery, Unauthorized, Internal, Unavailable];
+    /// A page of the caller's own list (offset paging).
+    PrivatePageAnswers = [BadQuery, Unauthorized, Internal, Unavailable];
+    /// The caller's own, unpaged list.
+    PrivateAnswers = [Unauthorized, Internal, Unavailable];
+    /// A page of the caller's feed (offset or cursor paging).
+    FeedAnswers = [BadListQuery, Unauthorized, Internal, Unavailable];
+    /// This document.
+    DocumentAnswers = [NotModified, Unauthorized];
+}

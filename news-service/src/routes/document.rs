@@ -1,0 +1,45 @@
+//! `GET /v1/news/openapi.json`: the service's OpenAPI document. Needs no token, but like every
+//! optional endpoint it refuses an invalid one (fail closed).
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use shared_auth::OptionalCaller;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::cache::{IfNoneMatch, json_read};
+use crate::problems::DocumentAnswers;
+use crate::state::{ApiDocument, AppState};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(serve))
+}
+
+/// `GET /v1/news/openapi.json`: this document. Needs no token, but like every optional endpoint
+/// it refuses an invalid one (fail closed).
+#[utoipa::path(
+    get,
+    path = "/v1/news/openapi.json",
+    operation_id = "news_openapi",
+    tag = "news-meta",
+    params(IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "This OpenAPI 3.1 document.", body = Object,
+            content_type = "application/json",
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        DocumentAnswers,
+    )
+)]
+async fn serve(
+    State(ApiDocument(document)): State<ApiDocument>,
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+) -> Response {
+    json_read(&headers, caller.is_some(), &*document)
+}

@@ -1,0 +1,122 @@
+//! The directory: organisations and journalists, each with its follower count (from the counter
+//! tables) and, for a caller, whether they follow it. Both lists are one statement shape over a
+//! [`Directory`] (which table, which follow table, which counter table), built with
+//! `QueryBuilder` because the viewer column and the selection are optional.
+
+use shared_auth::Paging;
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, PgExecutor, QueryBuilder};
+
+use crate::error::Result;
+use crate::views::{Journalist, Organization};
+
+/// One directory list. All names are static SQL identifiers of our own schema, never input.
+pub struct Directory {
+    /// The listed table and its alias.
+    table: &'static str,
+    alias: &'static str,
+    /// The listed columns besides `follower_count` and `viewer`.
+    columns: &'static str,
+    /// The follow table and its column naming the followed row.
+    follows: &'static str,
+    follows_column: &'static str,
+    /// The counter table the follow table's triggers keep (keyed by `follows_column`).
+    stats: &'static str,
+}
+
+pub const ORGANIZATIONS: Directory = Directory {
+    table: "organizations",
+    alias: "o",
+    columns: "o.id, o.name, o.url",
+    follows: "organization_follows",
+    follows_column: "organization_id",
+    stats: "organization_stats",
+};
+
+pub const JOURNALISTS: Directory = Directory {
+    table: "journalists",
+    alias: "j",
+    columns: "j.id, j.name, j.organization_id",
+    follows: "journalist_follows",
+    follows_column: "journalist_id",
+    stats: "journalist_stats",
+};
+
+/// Which rows of the directory to select.
+#[derive(Debug, Clone, Copy)]
+pub enum Selection<'a> {
+    All,
+    /// Journalists of one organisation.
+    OfOrganization(&'a str),
+    FollowedBy(&'a str),
+}
+
+/// A directory list ordered by name, ties by id; the page when `paging` is given, else all.
+pub async fn list<T>(
+    db: impl PgExecutor<'_>,
+    directory: &Directory,
+    selection: Selection<'_>,
+    viewer: Option<&str>,
+    paging: Option<Paging>,
+) -> Result<Vec<T>>
+where
+    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+{
+    let Directory {
+        table,
+        alias,
+        columns,
+        follows,
+        follows_column,
+        stats,
+    } = directory;
+    let mut qb = QueryBuilder::new(format!(
+        "SELECT {columns}, \
+         (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM {stats} s WHERE s.{follows_column} = {alias}.id) AS follower_count"
+    ));
+    match viewer {
+        Some(user) => {
+            qb.push(format!(
+                ", EXISTS (SELECT 1 FROM {follows} f WHERE f.{follows_column} = {alias}.id AND f.user_id = "
+            ))
+            .push_bind(user.to_owned())
+            .push(") AS viewer");
+        }
+        None => {
+            qb.push(", NULL::boolean AS viewer");
+        }
+    }
+    qb.push(format!(" FROM {table} {alias}"));
+    match selection {
+        Selection::All => {}
+        Selection::OfOrganization(organization_id) => {
+            qb.push(format!(" WHERE {alias}.organization_id = "))
+                .push_bind(organization_id.to_owned());
+        }
+        Selection::FollowedBy(user) => {
+            qb.push(format!(
+                " JOIN {follows} mine ON mine.{follows_column} = {alias}.id AND mine.user_id = "
+            ))
+            .push_bind(user.to_owned());
+        }
+    }
+    qb.push(format!(" ORDER BY {alias}.name, {alias}.id"));
+    if let Some(paging) = paging {
+        qb.push(" LIMIT ")
+            .push_bind(paging.fetch_limit())
+            .push(" OFFSET ")
+            .push_bind(paging.offset);
+    }
+    Ok(qb.build_query_as().fetch_all(db).await?)
+}
+
+/// Everything `user` follows, each list ordered by name.
+pub async fn followed_by(
+    db: &sqlx::PgPool,
+    user: &str,
+) -> Result<(Vec<Journalist>, Vec<Organization>)> {
+    let selection = Selection::FollowedBy(user);
+    let journalists = list(db, &JOURNALISTS, selection, Some(user), None).await?;
+    let organizations = list(db, &ORGANIZATIONS, selection, Some(user), None).await?;
+    Ok((journalists, organizations))
+}
