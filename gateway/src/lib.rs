@@ -8,6 +8,7 @@
 //! success, and they verify the forwarded `Authorization` header again themselves.
 
 pub mod auth;
+pub mod client;
 pub mod client_addr;
 pub mod config;
 pub mod docs;
@@ -36,10 +37,11 @@ use tokio::task::JoinHandle;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::EdgeAuth;
+use crate::client::UpstreamClient;
 use crate::client_addr::TrustedProxies;
 use crate::config::GatewayConfig;
 use crate::metrics::Metrics;
-use crate::proxy::{Proxy, UpstreamClient};
+use crate::proxy::Proxy;
 use crate::ratelimit::RateLimiter;
 use crate::routes::Group;
 use crate::upstream::UpstreamGroup;
@@ -88,7 +90,7 @@ impl Application {
             .await
             .context("auth configuration")?;
         let metrics = Arc::new(Metrics::new());
-        let client: UpstreamClient = proxy::build_client(config.connect_timeout());
+        let client: UpstreamClient = client::build_client(config.connect_timeout());
         let lingo = Arc::new(UpstreamGroup::new(
             Group::Lingo,
             &config.lingo_upstreams.0,

@@ -11,8 +11,8 @@ use axum::http::{Method, Request, Uri};
 use bytes::Bytes;
 use reqwest::Url;
 
+use crate::client::{OutBody, UpstreamClient};
 use crate::metrics::Metrics;
-use crate::proxy::{OutBody, UpstreamClient};
 use crate::routes::Group;
 
 /// How long a single `/readyz` probe may take.
