@@ -7,7 +7,7 @@
 //! anything else a 500 logged with its cause and rendered without it.
 
 use axum::response::{IntoResponse, Response};
-use shared_auth::{AuthError, ErrorCode as _, Problem};
+use shared_auth::{AuthError, Problem};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -34,37 +34,15 @@ shared_auth::error_codes! {
         /// no session with this id, or it is another learner's
         StudySessionNotFound = (NOT_FOUND, "study_session_not_found", "no study session with this id"),
         /// `language_code` is not a `code` of `GET /v1/lingo/languages`
-        UnknownLanguage = (UNPROCESSABLE_ENTITY, "unknown_language", "is not a language of GET /v1/lingo/languages"),
+        UnknownLanguage = (UNPROCESSABLE_ENTITY, "unknown_language", "is not a language of GET /v1/lingo/languages", field = "language_code"),
         /// `cursor` is not a `next_cursor` of this endpoint
         InvalidCursor = (BAD_REQUEST, "invalid_cursor", "cursor is not a next_cursor of this endpoint"),
     }
 }
 
-impl ErrorCode {
-    /// The request field a code is about; the problem then lists it in `errors`, like every
-    /// 422 of the contract.
-    const fn field(self) -> Option<&'static str> {
-        match self {
-            Self::UnknownLanguage => Some("language_code"),
-            _ => None,
-        }
-    }
-}
-
-impl ErrorCode {
-    /// The problem for this code; a code about one request field names it in `errors`.
-    pub fn problem(self) -> Problem {
-        let problem = Problem::from_code(self);
-        match self.field() {
-            Some(field) => problem.with_field(field, self.detail()),
-            None => problem,
-        }
-    }
-}
-
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Self {
-        Self::Problem(code.problem())
+        Self::Problem(code.into())
     }
 }
 
@@ -111,6 +89,7 @@ impl IntoResponse for Error {
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
+    use shared_auth::ErrorCode as _;
 
     use super::*;
 
@@ -132,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_field_code_lists_its_field_like_every_422() {
-        let problem = ErrorCode::UnknownLanguage.problem();
+        let problem = Problem::from(ErrorCode::UnknownLanguage);
         assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             problem.detail.as_deref(),
@@ -140,7 +119,7 @@ mod tests {
         );
         assert_eq!(problem.errors[0].field, "language_code");
 
-        let problem = ErrorCode::PhraseNotFound.problem();
+        let problem = Problem::from(ErrorCode::PhraseNotFound);
         assert_eq!(problem.code, "phrase_not_found");
         assert_eq!(problem.detail.as_deref(), Some("no phrase with this id"));
         assert!(problem.errors.is_empty());

@@ -4,7 +4,7 @@
 //! status, default detail and the text the OpenAPI document shows for it.
 
 use axum::response::{IntoResponse, Response};
-use shared_auth::{AuthError, ErrorCode as _, Problem};
+use shared_auth::{AuthError, Problem};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -33,44 +33,21 @@ shared_auth::error_codes! {
         /// no organisation has this id
         OrganizationNotFound = (NOT_FOUND, "organization_not_found", "no organisation has this id"),
         /// the new comment's `article_id` names no article
-        UnknownArticle = (UNPROCESSABLE_ENTITY, "unknown_article", "no article has this id"),
+        UnknownArticle = (UNPROCESSABLE_ENTITY, "unknown_article", "no article has this id", field = "article_id"),
         /// the new comment's `parent_id` names no comment
-        UnknownParent = (UNPROCESSABLE_ENTITY, "unknown_parent", "no comment has this id"),
+        UnknownParent = (UNPROCESSABLE_ENTITY, "unknown_parent", "no comment has this id", field = "parent_id"),
         /// the parent comment belongs to another article
-        ParentArticleMismatch = (UNPROCESSABLE_ENTITY, "parent_article_mismatch", "the parent comment belongs to another article"),
+        ParentArticleMismatch = (UNPROCESSABLE_ENTITY, "parent_article_mismatch", "the parent comment belongs to another article", field = "parent_id"),
         /// the parent comment is already at the deepest level
-        MaxDepthExceeded = (UNPROCESSABLE_ENTITY, "max_depth_exceeded", "replies may be nested at most 10 levels deep"),
+        MaxDepthExceeded = (UNPROCESSABLE_ENTITY, "max_depth_exceeded", "replies may be nested at most 10 levels deep", field = "parent_id"),
         /// the cursor does not decode, or belongs to another list or other filters
         InvalidCursor = (BAD_REQUEST, "invalid_cursor", "the cursor does not decode"),
     }
 }
 
-impl ErrorCode {
-    /// The request field a code is about; the problem then lists it in `errors`, like every
-    /// 422 of the contract.
-    const fn field(self) -> Option<&'static str> {
-        match self {
-            Self::UnknownArticle => Some("article_id"),
-            Self::UnknownParent | Self::ParentArticleMismatch | Self::MaxDepthExceeded => {
-                Some("parent_id")
-            }
-            _ => None,
-        }
-    }
-
-    /// The problem for this code; a code about one request field names it in `errors`.
-    pub fn problem(self) -> Problem {
-        let problem = Problem::from_code(self);
-        match self.field() {
-            Some(field) => problem.with_field(field, self.detail()),
-            None => problem,
-        }
-    }
-}
-
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Self {
-        Self::Problem(code.problem())
+        Self::Problem(code.into())
     }
 }
 
@@ -85,7 +62,7 @@ pub fn on_constraint(name: &str) -> Option<Problem> {
         "organization_follows_organization_id_fkey" => ErrorCode::OrganizationNotFound,
         _ => return None,
     };
-    Some(code.problem())
+    Some(code.into())
 }
 
 /// Seconds a client should wait before retrying when the database is unreachable.
@@ -108,6 +85,7 @@ impl IntoResponse for Error {
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
+    use shared_auth::ErrorCode as _;
 
     use super::*;
 
@@ -163,13 +141,13 @@ mod tests {
 
     #[test]
     fn codes_render_as_the_contract_writes_them() {
-        let problem = ErrorCode::ArticleNotFound.problem();
+        let problem = Problem::from(ErrorCode::ArticleNotFound);
         assert_eq!(problem.status, StatusCode::NOT_FOUND);
         assert_eq!(problem.code, "article_not_found");
         assert_eq!(problem.detail.as_deref(), Some("no article has this id"));
         assert!(problem.errors.is_empty());
 
-        let problem = ErrorCode::UnknownParent.problem();
+        let problem = Problem::from(ErrorCode::UnknownParent);
         assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             problem.detail.as_deref(),

@@ -3,12 +3,10 @@
 //! advisory-lock space. [`idempotent_create`] runs a create and stores its answer in one
 //! transaction, so a failed request stores nothing; [`cleanup_task`] sweeps expired records.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
-pub use shared_auth::pg::idempotency::{
-    Begin, cleanup_task, complete, key_from_headers, request_hash,
-};
+use shared_auth::pg::idempotency;
+pub use shared_auth::pg::idempotency::{Created, cleanup_task, key_from_headers};
 use sqlx::{PgConnection, PgPool};
 use utoipa::IntoParams;
 
@@ -41,27 +39,8 @@ pub fn lock_key(caller: &str, key: &str) -> i64 {
     shared_auth::pg::idempotency::lock_key(LOCK_SCOPE, caller, key)
 }
 
-/// Takes the key for this transaction and looks for an earlier answer (see the shared module).
-pub async fn begin(
-    tx: &mut PgConnection,
-    caller: &str,
-    key: &str,
-    request_hash: &[u8],
-) -> Result<Begin> {
-    shared_auth::pg::idempotency::begin(tx, LOCK_SCOPE, caller, key, request_hash).await
-}
-
-/// What a create made: the 201 body and the new resource's `Location`.
-pub struct Created<T> {
-    pub body: T,
-    pub location: String,
-}
-
-/// Runs `create` in one transaction and answers 201 with its body and `Location`. With a `key`
-/// (already read with [`key_from_headers`]), the transaction first takes the key for
-/// `caller_id`: a repeat of the same `request` replays the stored answer without running
-/// `create`, a different request under the same key is refused, and a fresh answer is stored
-/// with the transaction that made it.
+/// Runs `create` under the request's `Idempotency-Key` in this service's lock scope (see
+/// [`shared_auth::pg::idempotency::idempotent_create`]).
 pub async fn idempotent_create<T: Serialize>(
     db: &PgPool,
     caller_id: &str,
@@ -69,41 +48,5 @@ pub async fn idempotent_create<T: Serialize>(
     request: &impl Serialize,
     create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>>,
 ) -> Result<Response> {
-    let request_hash = request_hash(request);
-    let mut tx = db.begin().await?;
-    if let Some(key) = key
-        && let Begin::Replay(stored) = begin(&mut tx, caller_id, key, &request_hash).await?
-    {
-        return Ok(stored.into_response());
-    }
-    let created = create(&mut tx).await?;
-    // Stored as the bytes the answer sends, so a replay is the same answer byte for byte.
-    let body = serde_json::to_vec(&created.body).map_err(|_| shared_auth::Problem::internal())?;
-    if let Some(key) = key {
-        complete(
-            &mut tx,
-            caller_id,
-            key,
-            &request_hash,
-            StatusCode::CREATED,
-            &body,
-            Some(&created.location),
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(created_response(body, &created.location))
-}
-
-fn created_response(body: Vec<u8>, location: &str) -> Response {
-    let mut response = (StatusCode::CREATED, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(location) = HeaderValue::from_str(location) {
-        headers.insert(header::LOCATION, location);
-    }
-    response
+    idempotency::idempotent_create(db, LOCK_SCOPE, caller_id, key, request, create).await
 }

@@ -24,6 +24,11 @@ pub trait ErrorCode: Copy {
     /// What the code means, for the API documentation.
     fn description(self) -> &'static str;
     /// The problem `title`: the status text.
+    /// The request field the code is about, if any: its problem then names the field in
+    /// `errors`, like every 422 about a body.
+    fn field(self) -> Option<&'static str> {
+        None
+    }
     fn title(self) -> &'static str {
         title(self.status())
     }
@@ -58,12 +63,14 @@ pub fn title(status: StatusCode) -> &'static str {
 /// ```
 #[macro_export]
 macro_rules! error_codes {
+    (@field) => { None };
+    (@field $field:literal) => { Some($field) };
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
             $(
                 $(#[doc = $doc:literal])*
-                $variant:ident = ($status:ident, $code:literal, $detail:literal)
+                $variant:ident = ($status:ident, $code:literal, $detail:literal $(, field = $field:literal)?)
             ),* $(,)?
         }
     ) => {
@@ -92,6 +99,9 @@ macro_rules! error_codes {
             }
             fn description(self) -> &'static str {
                 match self { $($name::$variant => concat!($($doc),*).trim_ascii(),)* }
+            }
+            fn field(self) -> Option<&'static str> {
+                match self { $($name::$variant => $crate::error_codes!(@field $($field)?),)* }
             }
         }
     };
@@ -167,7 +177,7 @@ error_codes! {
             "a request with this Idempotency-Key is still being processed; retry later"),
         /// The `Idempotency-Key` was already used with a different request body.
         IdempotencyKeyReused = (UNPROCESSABLE_ENTITY, "idempotency_key_reused",
-            "was already used with a different request body"),
+            "was already used with a different request body", field = "Idempotency-Key"),
     }
 }
 

@@ -77,9 +77,14 @@ impl Problem {
         self
     }
 
-    /// The problem of a declared code, with its status and default detail.
+    /// The problem of a declared code, with its status and default detail; a code about one
+    /// request field names it (see [`Problem::with_field`]).
     pub fn from_code(code: impl ErrorCode) -> Self {
-        Self::new(code.status(), code.code()).with_detail(code.detail())
+        let problem = Self::new(code.status(), code.code());
+        match code.field() {
+            Some(field) => problem.with_field(field, code.detail()),
+            None => problem.with_detail(code.detail()),
+        }
     }
 
     /// Names one bad field: `detail` reads "<field> <message>" and `errors` holds the field.

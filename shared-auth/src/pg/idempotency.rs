@@ -22,7 +22,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{FromRow, PgConnection, PgPool};
 
-use crate::http::codes::{ErrorCode, SharedCode};
+use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
 pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -144,12 +144,7 @@ where
     match stored {
         None => Ok(Begin::Proceed),
         Some(stored) if stored.request_hash == request_hash => Ok(Begin::Replay(stored)),
-        Some(_) => {
-            let code = SharedCode::IdempotencyKeyReused;
-            Err(Problem::from_code(code)
-                .with_field("Idempotency-Key", code.detail())
-                .into())
-        }
+        Some(_) => Err(Problem::from_code(SharedCode::IdempotencyKeyReused).into()),
     }
 }
 
@@ -184,6 +179,71 @@ pub async fn complete(
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// What a create made: the 201 body and the new resource's `Location`.
+pub struct Created<T> {
+    pub body: T,
+    pub location: String,
+}
+
+/// Runs `create` in one transaction and answers 201 with its body and `Location`. With a `key`
+/// (already read with [`key_from_headers`]), the transaction first takes the key for
+/// `caller_id` in the service's lock `scope`: a repeat of the same `request` replays the stored
+/// answer without running `create`, a different request under the same key is refused, and a
+/// fresh answer is stored with the transaction that made it, so a failed create stores nothing.
+pub async fn idempotent_create<T, E>(
+    db: &PgPool,
+    scope: &str,
+    caller_id: &str,
+    key: Option<&str>,
+    request: &impl Serialize,
+    create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>, E>,
+) -> Result<Response, E>
+where
+    T: Serialize,
+    E: From<Problem> + From<sqlx::Error>,
+{
+    let request_hash = request_hash(request);
+    let mut tx = db.begin().await?;
+    if let Some(key) = key
+        && let Begin::Replay(stored) =
+            begin::<E>(&mut tx, scope, caller_id, key, &request_hash).await?
+    {
+        return Ok(stored.into_response());
+    }
+    let created = create(&mut tx).await?;
+    // Stored as the bytes the answer sends, so a replay is the same answer byte for byte.
+    let body = serde_json::to_vec(&created.body).map_err(|_| Problem::internal())?;
+    if let Some(key) = key {
+        let location = Some(created.location.as_str());
+        let status = StatusCode::CREATED;
+        complete(
+            &mut tx,
+            caller_id,
+            key,
+            &request_hash,
+            status,
+            &body,
+            location,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(created_response(body, &created.location))
+}
+
+fn created_response(body: Vec<u8>, location: &str) -> Response {
+    let mut response = (StatusCode::CREATED, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(location) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, location);
+    }
+    response
 }
 
 /// Deletes expired records in small batches; returns how many went.
