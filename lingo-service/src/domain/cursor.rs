@@ -1,10 +1,9 @@
-//! The analytics export's keyset cursor: the position after the last row of a page, written as
-//! base64url (no padding) of a small JSON object, so it is opaque to clients and easy to debug.
+//! The analytics export's keyset cursor: the position after the last row of a page, written
+//! with shared-auth's cursor codec so it is opaque to clients.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared_auth::http::cursor;
 
 use crate::domain::text::is_storable;
 
@@ -31,25 +30,28 @@ impl Cursor {
     }
 
     pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+        cursor::encode(self)
     }
 
     /// `None` for anything [`Cursor::encode`] cannot have written, including values that name
     /// nothing storable.
     pub fn decode(text: &str) -> Option<Self> {
-        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
-        let cursor: Self = serde_json::from_slice(&bytes).ok()?;
+        let cursor: Self = cursor::decode(text)?;
         let storable = is_storable(&cursor.learner_id) && is_storable(&cursor.language_code);
         (storable && cursor.updated_at().is_some()).then_some(cursor)
     }
 
+    /// The cursor's time, when PostgreSQL can hold it (a forged cursor may name any integer).
     pub fn updated_at(&self) -> Option<DateTime<Utc>> {
-        DateTime::from_timestamp_micros(self.updated_at_micros)
+        cursor::timestamp(self.updated_at_micros)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
     use super::*;
 
     #[test]
@@ -73,6 +75,9 @@ mod tests {
         let wrong_shape = URL_SAFE_NO_PAD.encode(br#"{"u":"x","l":"a","c":"es"}"#);
         let out_of_range = URL_SAFE_NO_PAD.encode(br#"{"u":9223372036854775807,"l":"a","c":"es"}"#);
         let nul = URL_SAFE_NO_PAD.encode(br#"{"u":0,"l":"a\u0000b","c":"es"}"#);
+        // Inside chrono's range, before PostgreSQL's earliest timestamptz.
+        let before_postgres =
+            URL_SAFE_NO_PAD.encode(br#"{"u":-210866803200000001,"l":"a","c":"es"}"#);
         for text in [
             "",
             "!!!",
@@ -81,6 +86,7 @@ mod tests {
             wrong_shape.as_str(),
             out_of_range.as_str(),
             nul.as_str(),
+            before_postgres.as_str(),
         ] {
             assert_eq!(Cursor::decode(text), None, "{text:?}");
         }

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
 use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
@@ -53,7 +54,7 @@ struct ExportQuery {
     #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
     updated_since: Option<String>,
     /// The `next_cursor` of the previous page (opaque); anything else is 400 `invalid_cursor`.
-    #[param(min_length = 1)]
+    /// An empty `cursor=` is the same as none.
     cursor: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
@@ -85,9 +86,7 @@ async fn export(
         .as_deref()
         .map(parse_timestamp)
         .transpose()?;
-    let cursor = query
-        .cursor
-        .as_deref()
+    let cursor = cursor::given(query.cursor.as_deref())
         .map(|text| Cursor::decode(text).ok_or(ErrorCode::InvalidCursor))
         .transpose()?;
 

@@ -125,12 +125,18 @@ async fn the_export_needs_the_analytics_scope_and_a_good_cursor() {
     let analyst = token_with_scope("tool", "openid lingo:analytics");
     let response = app.get(EXPORT, Some(&analyst)).await;
     assert_eq!(response.status(), 200);
-    for cursor in ["garbage!", "eyJ4IjoxfQ", "bm90IGpzb24"] {
+    // The last one is well formed but names a time before PostgreSQL's earliest timestamptz:
+    // {"u":-210866803200000001,"l":"a","c":"es"}.
+    let before_postgres = "eyJ1IjotMjEwODY2ODAzMjAwMDAwMDAxLCJsIjoiYSIsImMiOiJlcyJ9";
+    for cursor in ["garbage!", "eyJ4IjoxfQ", "bm90IGpzb24", before_postgres] {
         let response = app
             .get(&format!("{EXPORT}?cursor={cursor}"), Some(&analyst))
             .await;
         assert_problem(response, 400, "invalid_cursor").await;
     }
+    // An empty cursor is the same as none.
+    let response = app.get(&format!("{EXPORT}?cursor="), Some(&analyst)).await;
+    assert_eq!(response.status(), 200);
     for query in ["updated_since=yesterday", "limit=0", "limit=101"] {
         let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
         assert_problem(response, 400, "invalid_query").await;

@@ -2,10 +2,9 @@
 //! `published_at` and `id`) and the list it came from (which list, which filters), so the next
 //! page continues the same ordering and filters.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem};
 
 use crate::domain::ids::can_exist;
@@ -19,10 +18,6 @@ pub enum ListKind {
     #[serde(rename = "f")]
     Feed,
 }
-
-/// The earliest `timestamptz` Postgres can hold (4714-11-24 BC 00:00 UTC) in Unix microseconds;
-/// chrono's latest time is earlier than Postgres' latest, so only this end needs a check.
-const POSTGRES_MIN_MICROS: i64 = -210_866_803_200_000_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,23 +46,15 @@ pub enum CursorError {
 impl Cursor {
     /// The cursor's time, when Postgres can hold it (a forged cursor may name any integer).
     pub fn published_at(&self) -> Option<DateTime<Utc>> {
-        if self.published_at_micros < POSTGRES_MIN_MICROS {
-            return None;
-        }
-        DateTime::from_timestamp_micros(self.published_at_micros)
+        cursor::timestamp(self.published_at_micros)
     }
 
     pub fn encode(&self) -> String {
-        // Serialising plain strings and integers cannot fail.
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        URL_SAFE_NO_PAD.encode(json)
+        cursor::encode(self)
     }
 
     pub fn decode(text: &str) -> Result<Self, CursorError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(text.trim_end_matches('='))
-            .map_err(|_| CursorError::Undecodable)?;
-        let cursor: Self = serde_json::from_slice(&bytes).map_err(|_| CursorError::Undecodable)?;
+        let cursor: Self = cursor::decode(text).ok_or(CursorError::Undecodable)?;
         let ids = [
             Some(&cursor.id),
             cursor.organization_id.as_ref(),
@@ -119,6 +106,7 @@ impl ListPaging {
         offset: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
+        let cursor = cursor::given(cursor);
         if offset.is_some() && cursor.is_some() {
             return Err(Problem::invalid_query(
                 "give either offset or cursor, not both",
@@ -132,6 +120,9 @@ impl ListPaging {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
     use super::*;
 
     fn cursor(org: Option<&str>) -> Cursor {
@@ -185,7 +176,8 @@ mod tests {
     #[test]
     fn the_earliest_time_postgres_holds_is_still_a_cursor() {
         let mut c = cursor(None);
-        c.published_at_micros = POSTGRES_MIN_MICROS;
+        // The earliest timestamptz PostgreSQL can hold.
+        c.published_at_micros = -210_866_803_200_000_000;
         assert_eq!(Cursor::decode(&c.encode()), Ok(c));
     }
 

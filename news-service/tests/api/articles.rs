@@ -112,6 +112,14 @@ async fn filters_and_offset_paging() {
     assert_eq!(ids(&next), ["art-1", "art-5"]);
     assert_eq!(next["next_cursor"], Value::Null);
     assert_eq!(next["next_offset"], Value::Null);
+
+    // An empty cursor is the same as none, with or without an offset.
+    let first = app.get_json("/articles?limit=2", None).await;
+    assert_eq!(app.get_json("/articles?limit=2&cursor=", None).await, first);
+    let offset_page = app
+        .get_json("/articles?limit=2&offset=1&cursor=", None)
+        .await;
+    assert_eq!(ids(&offset_page), ["art-3", "art-2"]);
 }
 
 #[tokio::test]

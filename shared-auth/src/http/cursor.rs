@@ -1,0 +1,78 @@
+//! Opaque keyset cursors, written the same way by every service: base64url (no padding) of a
+//! small JSON object, opaque to clients and easy to debug, and the rules every cursor shares.
+//! What a cursor holds, and which list it belongs to, is the service's own business.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The earliest `timestamptz` PostgreSQL can hold (4714-11-24 BC 00:00 UTC) in Unix
+/// microseconds; chrono's latest time is earlier than PostgreSQL's latest, so only this end
+/// needs a check.
+const POSTGRES_MIN_MICROS: i64 = -210_866_803_200_000_000;
+
+/// The cursor as the string a client passes back.
+pub fn encode(cursor: &impl Serialize) -> String {
+    // Serialising plain strings and integers cannot fail.
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(cursor).unwrap_or_default())
+}
+
+/// The cursor a string names, or `None` for anything [`encode`] cannot have written (padding
+/// is tolerated, since some clients add it back).
+pub fn decode<T: DeserializeOwned>(text: &str) -> Option<T> {
+    let bytes = URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// A cursor's timestamp (microseconds, PostgreSQL's precision), when PostgreSQL can hold it: a
+/// forged cursor may name any integer, and a query with an out-of-range time would fail.
+pub fn timestamp(micros: i64) -> Option<DateTime<Utc>> {
+    if micros < POSTGRES_MIN_MICROS {
+        return None;
+    }
+    DateTime::from_timestamp_micros(micros)
+}
+
+/// The query's `cursor`: an empty `cursor=` is the same as none (what a client sends when it
+/// passes the previous page's `next_cursor` through a form or a URL template).
+pub fn given(cursor: Option<&str>) -> Option<&str> {
+    cursor.filter(|text| !text.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_url_safe_and_tolerates_padding() {
+        let text = encode(&("a/b+c?", 42));
+        assert!(
+            text.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_eq!(decode::<(String, i64)>(&text), Some(("a/b+c?".into(), 42)));
+        assert_eq!(
+            decode::<(String, i64)>(&format!("{text}==")),
+            Some(("a/b+c?".into(), 42))
+        );
+        assert_eq!(decode::<(String, i64)>("not base64!"), None);
+    }
+
+    #[test]
+    fn timestamps_outside_postgres_are_refused() {
+        assert!(timestamp(0).is_some());
+        assert!(timestamp(POSTGRES_MIN_MICROS).is_some());
+        assert!(timestamp(POSTGRES_MIN_MICROS - 1).is_none());
+        assert!(timestamp(i64::MIN).is_none());
+        assert!(timestamp(i64::MAX).is_none());
+    }
+
+    #[test]
+    fn an_empty_cursor_is_no_cursor() {
+        assert_eq!(given(Some("")), None);
+        assert_eq!(given(Some("abc")), Some("abc"));
+        assert_eq!(given(None), None);
+    }
+}
