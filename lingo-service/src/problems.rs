@@ -44,6 +44,19 @@ fn responses<const N: usize>(entries: [(u16, ResponseBuilder); N]) -> Responses 
         .collect()
 }
 
+/// 304 to an anonymous catalogue read whose `If-None-Match` matches: no body.
+pub struct NotModified;
+
+impl IntoResponses for NotModified {
+    fn responses() -> Responses {
+        let not_modified = ResponseBuilder::new()
+            .description("Not modified: the stored answer with this `ETag` is still current.")
+            .header("ETag", string_header("The current strong validator."))
+            .header("Cache-Control", string_header("`public, max-age=30`."));
+        responses([(304, not_modified)])
+    }
+}
+
 /// 400 `invalid_query` of an offset-paged list.
 pub struct PagingProblems;
 

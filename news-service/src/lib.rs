@@ -14,7 +14,6 @@
 //! document), `read_routing` (which database serves a read), `app` (the service skeleton).
 
 pub mod app;
-pub mod cache;
 pub mod config;
 pub mod curated;
 pub mod db;

@@ -1,9 +1,11 @@
 //! `GET /v1/lingo/languages`: the whole (small) list, not paged.
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::Serialize;
 use shared_auth::OptionalCaller;
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -11,6 +13,7 @@ use utoipa_axum::routes;
 
 use crate::domain::catalogue::Language;
 use crate::error::Result;
+use crate::problems::NotModified;
 use crate::state::AppState;
 use crate::store;
 
@@ -37,19 +40,29 @@ pub struct LanguageList {
     path = "/languages",
     operation_id = "lingo_list_languages",
     tag = "lingo",
+    params(IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
-        (status = 200, description = "Every language, ordered by `code`", body = LanguageList),
+        (status = 200, description = "Every language, ordered by `code`", body = LanguageList,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        NotModified,
     )
 )]
 async fn list(
-    // An invalid token is refused even here (fail closed); a valid one changes nothing.
-    OptionalCaller(_caller): OptionalCaller,
+    // An invalid token is refused even here (fail closed); a valid one only makes the answer
+    // private.
+    OptionalCaller(caller): OptionalCaller,
     State(db): State<PgPool>,
-) -> Result<Json<LanguageList>> {
+    headers: HeaderMap,
+) -> Result<Response> {
     let data = store::languages::list(&db).await?;
-    Ok(Json(LanguageList {
+    let list = LanguageList {
         count: data.len(),
         data,
-    }))
+    };
+    Ok(json_read(&headers, caller.is_some(), &list))
 }

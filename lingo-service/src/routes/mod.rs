@@ -11,6 +11,8 @@ pub mod progress;
 pub mod recommendations;
 pub mod study_sessions;
 
+use axum::middleware;
+use shared_auth::http::cache::no_store;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
@@ -20,12 +22,16 @@ pub const PREFIX: &str = "/v1/lingo";
 /// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
 /// paths in the OpenAPI document.
 pub fn router() -> OpenApiRouter<AppState> {
-    let lingo = OpenApiRouter::new()
-        .merge(languages::router())
-        .merge(phrases::router())
+    // Every `/me/*` answer is the caller's own: never stored by a shared cache.
+    let mine = OpenApiRouter::new()
         .merge(progress::router())
         .merge(study_sessions::router())
         .merge(recommendations::router())
+        .layer(middleware::from_fn(no_store));
+    let lingo = OpenApiRouter::new()
+        .merge(languages::router())
+        .merge(phrases::router())
+        .merge(mine)
         .merge(analytics::router());
     OpenApiRouter::new().nest(PREFIX, lingo)
 }

@@ -1,9 +1,11 @@
 //! `GET /v1/lingo/phrases` (paged phrase items with cached stats) and `GET /phrases/{id}`.
 
-use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::Deserialize;
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::{OptionalCaller, Page, Paging, Query};
 use sqlx::PgPool;
 use utoipa::IntoParams;
@@ -12,7 +14,7 @@ use utoipa_axum::routes;
 
 use crate::domain::catalogue::{Phrase, PhraseItem};
 use crate::error::{ErrorCode, Result};
-use crate::problems::{PagingProblems, PhraseProblems};
+use crate::problems::{NotModified, PagingProblems, PhraseProblems};
 use crate::state::AppState;
 use crate::store;
 
@@ -43,21 +45,29 @@ struct ListQuery {
     path = "/phrases",
     operation_id = "lingo_list_phrases",
     tag = "lingo",
-    params(ListQuery),
+    params(ListQuery, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
-        (status = 200, description = "One page of phrases, ordered by `id`", body = Page<PhraseItem>),
+        (status = 200, description = "One page of phrases, ordered by `id`", body = Page<PhraseItem>,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        NotModified,
         PagingProblems,
     )
 )]
 async fn list(
-    OptionalCaller(_caller): OptionalCaller,
+    OptionalCaller(caller): OptionalCaller,
     State(db): State<PgPool>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Page<PhraseItem>>> {
+    headers: HeaderMap,
+) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
     let items = store::phrases::list(&db, query.language.as_deref(), paging).await?;
-    Ok(Json(Page::from_rows(items, paging)))
+    let page = Page::from_rows(items, paging);
+    Ok(json_read(&headers, caller.is_some(), &page))
 }
 
 /// One phrase with all its translations.
@@ -66,18 +76,25 @@ async fn list(
     path = "/phrases/{phrase_id}",
     operation_id = "lingo_get_phrase",
     tag = "lingo",
-    params(("phrase_id" = String, Path, description = "The phrase's id (opaque)", example = "ph-es-001")),
+    params(("phrase_id" = String, Path, description = "The phrase's id (opaque)", example = "ph-es-001"), IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
-        (status = 200, description = "The phrase and its translations", body = Phrase),
+        (status = 200, description = "The phrase and its translations", body = Phrase,
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        NotModified,
         PhraseProblems,
     )
 )]
 async fn show(
-    OptionalCaller(_caller): OptionalCaller,
+    OptionalCaller(caller): OptionalCaller,
     State(db): State<PgPool>,
     phrase_id: std::result::Result<Path<String>, PathRejection>,
-) -> Result<Json<Phrase>> {
+    headers: HeaderMap,
+) -> Result<Response> {
     // An id that is not UTF-8 cannot name a stored phrase.
     let Ok(Path(phrase_id)) = phrase_id else {
         return Err(ErrorCode::PhraseNotFound.into());
@@ -85,5 +102,5 @@ async fn show(
     let phrase = store::phrases::find(&db, &phrase_id)
         .await?
         .ok_or(ErrorCode::PhraseNotFound)?;
-    Ok(Json(phrase))
+    Ok(json_read(&headers, caller.is_some(), &phrase))
 }

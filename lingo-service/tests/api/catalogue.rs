@@ -184,3 +184,61 @@ async fn one_phrase_with_its_translations() {
     let response = app.get("/v1/lingo/phrases/ph-xx-999", None).await;
     assert_problem(response, 404, "phrase_not_found").await;
 }
+
+/// The catalogue is cacheable for anonymous readers (strong `ETag`, 304 on a match) and private
+/// for a signed-in one; every `/me/*` answer, errors included, is private.
+#[tokio::test]
+async fn catalogue_reads_are_cacheable_and_personal_reads_are_not() {
+    let app = spawn_app().await;
+    let reader = token("reader");
+    for path in [
+        "/v1/lingo/languages",
+        "/v1/lingo/phrases?language=es&limit=2",
+        "/v1/lingo/phrases/ph-es-001",
+    ] {
+        let response = app.get(path, None).await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(response.headers()["cache-control"], "public, max-age=30");
+        let etag = response.headers()["etag"].to_str().unwrap().to_owned();
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+
+        let revalidated = app
+            .client
+            .get(app.url(path))
+            .header("if-none-match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(revalidated.status(), 304, "{path}");
+        assert_eq!(revalidated.headers()["etag"], etag.as_str());
+        assert!(revalidated.bytes().await.unwrap().is_empty());
+        let stale = app
+            .client
+            .get(app.url(path))
+            .header("if-none-match", "\"other\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stale.status(), 200, "{path}");
+
+        let signed_in = app.get(path, Some(&reader)).await;
+        assert_eq!(signed_in.status(), 200, "{path}");
+        assert_eq!(signed_in.headers()["cache-control"], "private, no-store");
+        assert!(signed_in.headers().get("etag").is_none());
+    }
+    for path in [
+        "/v1/lingo/me/xp",
+        "/v1/lingo/me/progress",
+        "/v1/lingo/me/study-sessions",
+        "/v1/lingo/me/recommendations",
+        "/v1/lingo/me/study-sessions/0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+    ] {
+        let response = app.get(path, Some(&reader)).await;
+        assert_eq!(
+            response.headers()["cache-control"],
+            "private, no-store",
+            "{path} ({})",
+            response.status()
+        );
+    }
+}

@@ -9,13 +9,13 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
 use crate::problems::{ArticleAnswers, ArticleListAnswers};
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::views::{Article, ArticlePage};
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -12,7 +12,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::comments::{placement, validate_text};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
@@ -22,6 +21,7 @@ use crate::state::AppState;
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
 use crate::views::Comment;
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -13,13 +13,13 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::{IfNoneMatch, json_read};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::problems::DirectoryAnswers;
 use crate::state::AppState;
 use crate::store::directory::{self, Directory, JOURNALISTS, ORGANIZATIONS, Selection};
 use crate::views::{Journalist, Organization};
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

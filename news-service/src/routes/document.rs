@@ -8,9 +8,9 @@ use shared_auth::OptionalCaller;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::{IfNoneMatch, json_read};
 use crate::problems::DocumentAnswers;
 use crate::state::{ApiDocument, AppState};
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(serve))

@@ -9,7 +9,6 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::cache::json_read;
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::Result;
 use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
@@ -17,6 +16,7 @@ use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
 use crate::views::{ArticleItem, ArticlePage, Journalist, Organization};
+use shared_auth::http::cache::json_read;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

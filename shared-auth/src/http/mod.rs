@@ -2,8 +2,10 @@
 //! context and middleware, strict extractors, paging, the service layer stack, request metrics
 //! and OpenAPI helpers. Nothing here touches a database.
 
+pub mod cache;
 pub mod codes;
 pub mod context;
+pub mod cursor;
 pub mod json;
 pub mod metrics;
 pub mod openapi;

@@ -1,7 +1,11 @@
-//! HTTP caching of reads: anonymous answers are public for 30 s with a strong ETag (a hash of the
-//! body) and a 304 for a matching `If-None-Match`; personalised answers are never stored.
+//! HTTP caching of reads, the same in every service: anonymous answers are public for 30 s with a
+//! strong ETag (a hash of the body) and a 304 for a matching `If-None-Match`; personalised
+//! answers are never stored ([`json_read`]), and whole route groups that are always personal
+//! (a service's `/me/*`) are marked so by [`no_store`].
 
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -43,7 +47,7 @@ pub fn json_read<T: Serialize>(
         Ok(body) => body,
         Err(error) => {
             tracing::error!(%error, "cannot serialise a response");
-            return shared_auth::Problem::internal().into_response();
+            return crate::http::problem::Problem::internal().into_response();
         }
     };
     let json = HeaderValue::from_static("application/json");
@@ -80,6 +84,17 @@ pub fn json_read<T: Serialize>(
         (header::VARY, vary),
     ];
     (headers, body).into_response()
+}
+
+/// Middleware for routes whose every answer is personal, errors included: `Cache-Control:
+/// private, no-store` unless the handler set its own.
+pub async fn no_store(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static(PRIVATE));
+    response
 }
 
 #[cfg(test)]
