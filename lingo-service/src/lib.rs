@@ -28,6 +28,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::extract::FromRef;
 use shared_auth::Verifier;
+use shared_auth::load::LoadLimits;
 use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -38,8 +39,8 @@ pub use error::{Error, Result};
 pub use openapi::openapi;
 pub use seed::{SeedSummary, seed, seed_with};
 
-/// Request bodies are small JSON objects (API.md: at most 16 KiB at the services).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Request bodies are JSON objects of at most 128 KiB, the limit shared by both services.
+pub const MAX_BODY_BYTES: usize = shared_auth::stack::MAX_BODY_BYTES;
 
 /// How long `/readyz` waits for the database to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -65,12 +66,14 @@ impl FromRef<AppState> for PgPool {
 
 /// The whole HTTP surface: `/healthz`, `/readyz` and `/v1/lingo/...`, with the request-id and
 /// problem middleware outermost.
-pub fn app_router(state: AppState) -> Router {
+pub fn app_router(state: AppState, limits: LoadLimits) -> Router {
     let pools = vec![("primary", state.db.clone())];
     let metrics = HttpMetrics::new("lingo", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
-    let routes = routes::router().merge(health);
+    let resources = shared_auth::load::guard(routes::router(), limits);
+    let resources = shared_auth::pool_pressure::track(resources, vec![state.db.clone()]);
+    let routes = resources.merge(health);
     shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
 
@@ -80,6 +83,8 @@ pub struct Application {
     local_addr: SocketAddr,
     state: AppState,
     cleanup_every: Duration,
+    limits: LoadLimits,
+    header_read_timeout: Duration,
 }
 
 impl Application {
@@ -99,7 +104,8 @@ impl Application {
         let db = db::runtime_pool(
             &config.database_url,
             config.db_max_connections,
-            Duration::from_secs(config.db_acquire_timeout_secs),
+            Duration::from_millis(config.db_acquire_timeout_ms),
+            Duration::from_millis(config.request_timeout_ms),
         )
         .context("LINGO_DATABASE_URL")?;
         let listener = TcpListener::bind(config.listen_addr)
@@ -111,6 +117,8 @@ impl Application {
             local_addr,
             state: AppState { db, verifier },
             cleanup_every: Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
+            limits: config.load_limits(),
+            header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         })
     }
 
@@ -144,10 +152,10 @@ impl Application {
             self.cleanup_every,
         ));
         let db = self.state.db.clone();
-        let router = app_router(self.state);
-        let served = axum::serve(self.listener, router)
-            .with_graceful_shutdown(signal)
-            .await;
+        let router = app_router(self.state, self.limits);
+        let served =
+            shared_auth::serve::serve(self.listener, router, self.header_read_timeout, signal)
+                .await;
         cleanup.abort();
         // Close connections cleanly so the database does not log aborted sessions.
         db.close().await;

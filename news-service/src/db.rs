@@ -6,22 +6,34 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-/// How long a request waits for a connection before the database counts as unavailable (503).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
-
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 fn connect_options(url: &str, application_name: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(shared_auth::db::connect_options(url, "news")?.application_name(application_name))
 }
 
+/// How long a request may wait for a connection, and how long a statement may run.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolTimeouts {
+    pub acquire: Duration,
+    /// At most the request deadline, so nothing outlives a timed-out request by long.
+    pub statement: Duration,
+}
+
 /// A pool that connects on first use, so the service starts (and answers `/readyz` 503) while
 /// the database is still down.
-pub fn lazy_pool(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
+pub fn lazy_pool(
+    url: &str,
+    max_connections: u32,
+    name: &str,
+    timeouts: PoolTimeouts,
+) -> Result<PgPool, sqlx::Error> {
+    let options =
+        shared_auth::db::with_statement_timeout(connect_options(url, name)?, timeouts.statement);
     Ok(shared_auth::db::lazy_pool(
-        connect_options(url, name)?,
+        options,
         max_connections,
-        ACQUIRE_TIMEOUT,
+        timeouts.acquire,
     ))
 }
 

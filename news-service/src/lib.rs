@@ -28,6 +28,7 @@ use axum::Router;
 use axum::extract::FromRef;
 use axum::routing::get;
 use shared_auth::Verifier;
+use shared_auth::load::LoadLimits;
 use shared_auth::metrics::HttpMetrics;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -38,8 +39,8 @@ pub use import::{ImportSummary, import};
 pub use openapi::openapi;
 pub use seed::seed;
 
-/// Request bodies are at most 16 KiB at the services (API.md section 1).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Request bodies are at most 128 KiB, the limit shared by both services.
+pub const MAX_BODY_BYTES: usize = shared_auth::stack::MAX_BODY_BYTES;
 
 /// How long `/readyz` waits for each pool to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -72,7 +73,7 @@ impl FromRef<AppState> for Arc<Verifier> {
 }
 
 /// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let api = Router::new()
         .merge(routes::articles::router())
         .merge(routes::comments::router())
@@ -87,6 +88,11 @@ pub fn router(state: AppState) -> Router {
     let metrics = HttpMetrics::new("news", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health = shared_auth::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let api = shared_auth::load::guard(api, limits);
+    let api = shared_auth::pool_pressure::track(
+        api,
+        vec![state.pools.primary.clone(), state.pools.read.clone()],
+    );
     let routes = Router::new().nest("/v1/news", api).merge(health);
     shared_auth::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
@@ -96,6 +102,7 @@ pub struct Application {
     port: u16,
     listener: TcpListener,
     router: Router,
+    header_read_timeout: Duration,
 }
 
 impl Application {
@@ -107,15 +114,23 @@ impl Application {
             })?;
             migrate(owner).await?;
         }
+        let timeouts = db::PoolTimeouts {
+            acquire: Duration::from_millis(config.db_acquire_timeout_ms),
+            statement: Duration::from_millis(config.request_timeout_ms),
+        };
         let primary = db::lazy_pool(
             &config.database_url,
             config.db_max_connections,
             "news-service",
+            timeouts,
         )?;
         let read = match &config.database_read_url {
-            Some(url) if !url.is_empty() => {
-                db::lazy_pool(url, config.db_max_connections, "news-service-read")?
-            }
+            Some(url) if !url.is_empty() => db::lazy_pool(
+                url,
+                config.db_max_connections,
+                "news-service-read",
+                timeouts,
+            )?,
             _ => primary.clone(),
         };
         let verifier = Verifier::from_config(&config.auth).await?;
@@ -128,7 +143,8 @@ impl Application {
         Ok(Self {
             port,
             listener,
-            router: router(state),
+            router: router(state, config.load_limits()),
+            header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         })
     }
 
@@ -143,8 +159,12 @@ impl Application {
     /// Serves until SIGINT/SIGTERM, then drains in-flight requests.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "news-service listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shared_auth::telemetry::shutdown_signal())
-            .await
+        shared_auth::serve::serve(
+            self.listener,
+            self.router,
+            self.header_read_timeout,
+            shared_auth::telemetry::shutdown_signal(),
+        )
+        .await
     }
 }

@@ -17,6 +17,15 @@ pub fn connect_options(url: &str, schema: &str) -> Result<PgConnectOptions, sqlx
     Ok(PgConnectOptions::from_str(url)?.options([("search_path", schema)]))
 }
 
+/// `options` whose statements the server cancels after `timeout`: set to at most the request
+/// deadline, a statement outlives the request it served by no more than that.
+pub fn with_statement_timeout(options: PgConnectOptions, timeout: Duration) -> PgConnectOptions {
+    options.options([(
+        "statement_timeout",
+        format!("{}ms", timeout.as_millis().max(1)),
+    )])
+}
+
 /// A pool that connects on first use, so the service starts (and `/readyz` answers 503) while
 /// the database is down; `acquire_timeout` bounds how long a request waits before it is a 503.
 pub fn lazy_pool(
@@ -64,6 +73,10 @@ pub fn database_problem(
         .and_then(on_constraint)
     {
         return problem;
+    }
+    if matches!(error, sqlx::Error::PoolTimedOut) && crate::pool_pressure::a_pool_is_full() {
+        tracing::warn!("no database connection came free in time");
+        return crate::load::overloaded_problem();
     }
     if is_unavailable(error) {
         tracing::error!(%error, "database unavailable");

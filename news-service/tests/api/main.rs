@@ -7,6 +7,7 @@ mod commands;
 mod comments;
 mod directory;
 mod engagement;
+mod hardening;
 mod health;
 mod helpers;
 mod me;

@@ -1,0 +1,40 @@
+//! Telling "no connection came free in time" (503 `overloaded`) from "the database refuses
+//! connections" (503 `database_unavailable`). sqlx reports both as `PoolTimedOut`; the difference
+//! is the pool: full of live, busy connections means overload, anything less means the pool could
+//! not open one. The pools of the request being served are kept in a task-local set by [`track`],
+//! so the error mapping in `db` can look at them without every handler passing them along.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use sqlx::PgPool;
+
+tokio::task_local! {
+    static POOLS: Arc<[PgPool]>;
+}
+
+/// Makes `pools` the pools of every request `routes` serve.
+pub fn track<S>(routes: Router<S>, pools: Vec<PgPool>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    routes.layer(from_fn_with_state(Arc::from(pools), scope_pools))
+}
+
+async fn scope_pools(State(pools): State<Arc<[PgPool]>>, request: Request, next: Next) -> Response {
+    POOLS.scope(pools, next.run(request)).await
+}
+
+/// Whether a pool of the current request has every connection it may open open and in use.
+pub fn a_pool_is_full() -> bool {
+    POOLS
+        .try_with(|pools| pools.iter().any(is_full))
+        .unwrap_or(false)
+}
+
+fn is_full(pool: &PgPool) -> bool {
+    pool.size() >= pool.options().get_max_connections() && pool.num_idle() == 0
+}
