@@ -5,9 +5,11 @@
 pub mod codes;
 pub mod context;
 pub mod json;
+pub mod load;
 pub mod metrics;
 pub mod openapi;
 pub mod paging;
 pub mod problem;
 pub mod request_id;
+pub mod serve;
 pub mod stack;
