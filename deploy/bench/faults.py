@@ -115,13 +115,14 @@ WEIGHTS = [
     ("articles_anon", 15), ("articles_token", 10), ("article", 10), ("languages", 10),
     ("xp", 5), ("like", 20), ("comment", 15), ("session", 15),
 ]
-KINDS = [k for k, _ in WEIGHTS]
-CUMULATIVE = [w for _, w in WEIGHTS]
+# What the overload step sends straight at one news instance: its reads and writes only.
+NEWS_WEIGHTS = [(k, w) for k, w in WEIGHTS
+                if k in ("articles_anon", "articles_token", "article", "like", "comment")]
 
 
-async def one_request(session, run, worker, rng, token, gateway):
+async def one_request(session, run, worker, rng, token, gateway, weights=WEIGHTS):
     a = run.args
-    kind = rng.choices(KINDS, weights=CUMULATIVE)[0]
+    kind = rng.choices([k for k, _ in weights], weights=[w for _, w in weights])[0]
     article = f"art-{rng.randint(1, a.articles):06d}"
     if kind == "articles_anon":
         await call(session, run, kind, "news", "GET", f"{gateway}/v1/news/articles?limit=20")
@@ -356,6 +357,101 @@ async def scenario_pg_outage(args):
     verify_writes(run)
 
 
+async def calibrate(args, run, base, seconds):
+    """Closed loop at the instance's in-flight limit: the rate it can serve (requests/s)."""
+    deadline = time.monotonic() + seconds
+    timeout = aiohttp.ClientTimeout(total=args.client_timeout)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        async def worker(n):
+            rng = random.Random(f"{run.prefix}-cal-{n}")
+            token = hs256_token(args.secret, run.sub(n), args.issuer, args.audience)
+            while time.monotonic() < deadline:
+                await one_request(session, run, n, rng, token, base, NEWS_WEIGHTS)
+        await asyncio.gather(*(worker(n) for n in range(args.overload_in_flight)))
+
+
+async def open_loop(args, run, base, rate, seconds, max_outstanding=1000):
+    """Requests started at `rate` per second whatever the answers (an open loop: a closed one
+    would slow down with the server and never overload it), at most `max_outstanding` at once."""
+    tokens = [hs256_token(args.secret, run.sub(n), args.issuer, args.audience)
+              for n in range(args.workers)]
+    timeout = aiohttp.ClientTimeout(total=args.client_timeout)
+    connector = aiohttp.TCPConnector(limit=max_outstanding)
+    pending = set()
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        start, i = time.monotonic(), 0
+        while (now := time.monotonic()) < start + seconds:
+            due = start + i / rate
+            if due > now:
+                await asyncio.sleep(due - now)
+            if len(pending) >= max_outstanding:
+                await asyncio.sleep(0.001)
+                continue
+            n = i % args.workers
+            rng = random.Random(f"{run.prefix}-{i}")
+            task = asyncio.create_task(
+                one_request(session, run, n, rng, tokens[n], base, NEWS_WEIGHTS))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            i += 1
+        await asyncio.gather(*pending)
+
+
+def percentile_ms(records, q):
+    lat = sorted(r.latency for r in records)
+    return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else 0.0
+
+
+async def scenario_overload(args):
+    """A news instance with a small in-flight limit and pool, driven at about 4x what it serves:
+    the excess must be refused at once with 503 overloaded, what is admitted must stay fast, no
+    other 5xx, and the instance must serve normally as soon as the load stops."""
+    base, secs = args.overload_news, args.overload_secs
+    print(f"\n--- overload: news at {base} (in-flight limit {args.overload_in_flight}) driven at "
+          f"{args.overload_factor:.0f}x its capacity for {secs:.0f} s", flush=True)
+    # One run (one set of callers) for all three phases, so its writes are checked together.
+    run = Run(args, "overload")
+    await calibrate(args, run, base, args.overload_calibrate_secs)
+    cal = list(run.records)
+    capacity = sum(r.ok for r in cal) / args.overload_calibrate_secs
+    check(capacity > 0 and all(r.ok for r in cal),
+          f"calibration at the limit: {capacity:.0f} requests/s, every one answered 2xx "
+          f"({sum(not r.ok for r in cal)} not)")
+    rate = max(capacity, 1.0) * args.overload_factor
+    await open_loop(args, run, base, rate, secs)
+    stopped = time.monotonic()
+    load = run.records[len(cal):]
+    summarize(run, load)
+    offered = len(load) / secs
+    print(f"  offered {offered:.0f} requests/s = {offered / max(capacity, 1):.1f}x capacity",
+          flush=True)
+    admitted = [r for r in load if r.ok]
+    shed = [r for r in load if r.status == 503 and r.problem and r.code == "overloaded"]
+    other = [r for r in load if not r.ok and not (r.status == 503 and r.code == "overloaded")]
+    check(len(shed) > 0 and len(admitted) > 0,
+          f"the excess was shed: {len(shed)} 503 overloaded, {len(admitted)} admitted")
+    check(not other, f"no other failure, 5xx or unanswered request ({len(other)}: "
+                     f"{collections.Counter((r.status, r.code, r.error) for r in other).most_common(4)})")
+    shed_p99 = percentile_ms(shed, 0.99)
+    check(shed_p99 <= args.overload_shed_p99_ms,
+          f"shed at once: p99 of the 503s {shed_p99:.0f} ms (limit {args.overload_shed_p99_ms:.0f} ms)")
+    admitted_p99 = percentile_ms(admitted, 0.99)
+    check(admitted_p99 <= args.overload_admitted_p99_ms,
+          f"admitted requests stay bounded: p99 {admitted_p99:.0f} ms, p50 "
+          f"{percentile_ms(admitted, 0.5):.0f} ms (limit p99 {args.overload_admitted_p99_ms:.0f} ms)")
+    before_after = len(run.records)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        token = hs256_token(args.secret, run.sub(0), args.issuer, args.audience)
+        rng = random.Random(f"{run.prefix}-after")
+        for _ in range(20):
+            await one_request(session, run, 0, rng, token, base, NEWS_WEIGHTS)
+    after = run.records[before_after:]
+    check(all(r.ok for r in after),
+          f"recovered by itself: {sum(r.ok for r in after)}/{len(after)} requests "
+          f"ok within {time.monotonic() - stopped:.1f} s of the load stopping")
+    verify_writes(run)
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -562,7 +658,8 @@ def main():
     hole = sub.add_parser("blackhole")
     hole.add_argument("--port", type=int, required=True)
     run = sub.add_parser("run")
-    run.add_argument("--scenarios", default="mixed,pg-outage,blackhole,db-replica,replica-kill")
+    run.add_argument("--scenarios",
+                     default="mixed,pg-outage,blackhole,db-replica,overload,replica-kill")
     run.add_argument("--gateway", required=True)
     run.add_argument("--gateway2", required=True)
     run.add_argument("--lingo", required=True)
@@ -593,6 +690,14 @@ def main():
     run.add_argument("--hole-pid", type=int)
     run.add_argument("--probe-detect-secs", type=float, default=4,
                      help="probe interval + probe timeout of the second gateway")
+    run.add_argument("--overload-news", help="a news instance with a small in-flight limit")
+    run.add_argument("--overload-in-flight", type=int, default=4,
+                     help="that instance's NEWS_MAX_IN_FLIGHT")
+    run.add_argument("--overload-secs", type=float, default=20)
+    run.add_argument("--overload-calibrate-secs", type=float, default=3)
+    run.add_argument("--overload-factor", type=float, default=4)
+    run.add_argument("--overload-shed-p99-ms", type=float, default=500)
+    run.add_argument("--overload-admitted-p99-ms", type=float, default=2000)
     run.add_argument("--run-id", default=uuid.uuid4().hex[:8])
     args = parser.parse_args()
     if args.command == "blackhole":
@@ -600,7 +705,7 @@ def main():
         return
     scenarios = {"mixed": scenario_mixed, "pg-outage": scenario_pg_outage,
                  "blackhole": scenario_blackhole, "db-replica": scenario_db_replica,
-                 "replica-kill": scenario_replica_kill}
+                 "overload": scenario_overload, "replica-kill": scenario_replica_kill}
     for name in args.scenarios.split(","):
         asyncio.run(scenarios[name](args))
     print()

@@ -12,11 +12,14 @@
 #   4. the PostgreSQL streaming replica killed (immediate shutdown) for 10 s under mixed traffic:
 #      no 5xx (anonymous reads fall back to the primary), /readyz of the news services stays 200,
 #      the fallback is counted, reads return to the replica, every write exactly once;
-#   5. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
+#   5. a third news instance with a small in-flight limit and pool, driven straight at about 4x
+#      what it serves: the excess gets 503 overloaded at once, admitted requests keep a bounded
+#      p99 (printed), no other 5xx, it recovers by itself, every write exactly once;
+#   6. one news replica killed with SIGKILL mid-run: errors under 1%, traffic continues.
 # Exits non-zero when any property fails. Everything it starts is stopped on exit.
 #
 # Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2.5 minutes of load)
-# Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: six ports from
+# Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: seven ports from
 # it), PG_PORT (55460; the replica on PG_PORT+1), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -32,17 +35,17 @@ base=${FAULTS_PORT_BASE:-19300}
 PG_PORT=${PG_PORT:-55460}
 PG_REPLICA_PORT=$((PG_PORT + 1))
 GATEWAY_PORT=$base GATEWAY2_PORT=$((base + 1)) LINGO_PORT=$((base + 2))
-NEWS1_PORT=$((base + 3)) NEWS2_PORT=$((base + 4)) HOLE_PORT=$((base + 5))
+NEWS1_PORT=$((base + 3)) NEWS2_PORT=$((base + 4)) HOLE_PORT=$((base + 5)) NEWS3_PORT=$((base + 6))
 ARTICLES=2000
 if [ "$mode" = short ]; then
   durations=(--mixed-secs 20 --outage-before-secs 4 --outage-after-secs 8 --kill-secs 15
-             --db-replica-before-secs 4 --db-replica-after-secs 10)
+             --db-replica-before-secs 4 --db-replica-after-secs 10 --overload-secs 8)
 else
   durations=(--mixed-secs 60 --outage-before-secs 10 --outage-after-secs 20 --kill-secs 30
-             --db-replica-before-secs 10 --db-replica-after-secs 20)
+             --db-replica-before-secs 10 --db-replica-after-secs 20 --overload-secs 20)
 fi
 
-for port in "$GATEWAY_PORT" "$GATEWAY2_PORT" "$LINGO_PORT" "$NEWS1_PORT" "$NEWS2_PORT" "$HOLE_PORT" "$PG_PORT" "$PG_REPLICA_PORT"; do
+for port in "$GATEWAY_PORT" "$GATEWAY2_PORT" "$LINGO_PORT" "$NEWS1_PORT" "$NEWS2_PORT" "$HOLE_PORT" "$NEWS3_PORT" "$PG_PORT" "$PG_REPLICA_PORT"; do
   port_in_use "$port" && die "port $port is in use (set FAULTS_PORT_BASE / PG_PORT)"
 done
 
@@ -99,6 +102,11 @@ spawn news1 "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS1_PORT" "$bin/news-serv
 news1_pid=$last_pid; wait_ready news-service "$NEWS1_PORT" "$news1_pid"
 spawn news2 "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS2_PORT" "$bin/news-service" serve
 news2_pid=$last_pid; wait_ready news-service "$NEWS2_PORT" "$news2_pid"
+# The overload target: few requests at once and a small pool, so 4x its capacity is quick to reach.
+overload_in_flight=4
+spawn news3 "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS3_PORT" NEWS_MAX_IN_FLIGHT=$overload_in_flight \
+  NEWS_DB_MAX_CONNECTIONS=2 NEWS_DB_ACQUIRE_TIMEOUT_MS=250 "$bin/news-service" serve
+news3_pid=$last_pid; wait_ready news-service "$NEWS3_PORT" "$news3_pid"
 spawn hole "$logs" "$venv/bin/python" "$bench_dir/faults.py" blackhole --port "$HOLE_PORT"
 hole_pid=$last_pid
 for _ in $(seq 1 50); do port_in_use "$HOLE_PORT" && break; sleep 0.1; done
@@ -133,7 +141,8 @@ say "load and faults ($mode)"
   --pg-stop "$pg_stop_cmd" --pg-start "$pg_start_cmd" \
   --db-replica-kill "$replica_kill_cmd" --db-replica-start "$replica_start_cmd" \
   --db-replica-cooldown-secs "$NEWS_READ_FALLBACK_COOLDOWN_SECS" \
-  --alive-pids "$lingo_pid,$news1_pid,$news2_pid,$gateway_pid" \
+  --overload-news "http://127.0.0.1:$NEWS3_PORT" --overload-in-flight "$overload_in_flight" \
+  --alive-pids "$lingo_pid,$news1_pid,$news2_pid,$news3_pid,$gateway_pid" \
   --kill-pid "$news1_pid" --hole-pid "$hole_pid" --upstream-timeout-ms 1000 --probe-detect-secs 3.5
 failed=0
 say "faults: all properties hold"

@@ -27,6 +27,12 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The pooled client used for proxying and probing.
 pub type UpstreamClient = Client<HttpConnector, OutBody>;
 
+/// How long an idle upstream connection stays pooled. The services close a keep-alive connection
+/// that idles for their header read timeout (10 s by default); a pooled connection must be
+/// retired well before that, or the gateway would send a request on a connection the service is
+/// closing at that moment (a reset, or a 502 for a request that never arrived).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The gateway's HTTP client: HTTP/1.1 keep-alive connections pooled per replica, `TCP_NODELAY`,
 /// a connect timeout, no proxy from the environment, no redirects, no body timeout (only the time
 /// to response headers is bounded, by the caller).
@@ -39,7 +45,7 @@ pub fn build_client(connect_timeout: Duration) -> UpstreamClient {
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(POOL_IDLE_PER_REPLICA)
         .build(connector)
 }

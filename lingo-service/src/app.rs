@@ -8,29 +8,34 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use shared_auth::Verifier;
+use shared_auth::http::load::LoadLimits;
 use shared_auth::http::metrics::HttpMetrics;
+use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::AppState;
-use crate::{db, error, idempotency, openapi};
+use crate::{db, idempotency, openapi};
 
-/// Request bodies are small JSON objects (the contract allows at most 16 KiB at the services).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Request bodies are JSON objects of at most 128 KiB, the limit shared by both services.
+pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 
 /// How long `/readyz` waits for the database to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The whole HTTP surface: `/healthz`, `/readyz`, `/v1/lingo/openapi.json` and the resources of
-/// `routes/`, with the request-id and problem middleware outermost.
-pub fn router(state: AppState) -> Router {
+/// `routes/`, with the request-id and problem middleware outermost. Only the resources are under
+/// `limits` and the pool-pressure check, so health checks and metrics answer under overload.
+pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let pools = vec![("primary", state.db.clone())];
     let metrics = HttpMetrics::new("lingo", pools.clone());
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, error::RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, DATABASE_RETRY_AFTER_SECS);
     let (resources, document) = openapi::documented_routes();
+    let resources = shared_auth::http::load::guard(resources, limits);
+    let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
     let routes = resources.merge(openapi::router(&document)).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
@@ -41,6 +46,8 @@ pub struct Application {
     local_addr: SocketAddr,
     state: AppState,
     cleanup: AbortOnDrop,
+    limits: LoadLimits,
+    header_read_timeout: Duration,
 }
 
 impl Application {
@@ -61,7 +68,8 @@ impl Application {
         let db = db::runtime_pool(
             &config.database_url,
             config.db_max_connections,
-            Duration::from_secs(config.db_acquire_timeout_secs),
+            Duration::from_millis(config.db_acquire_timeout_ms),
+            Duration::from_millis(config.request_timeout_ms),
         )
         .context("LINGO_DATABASE_URL")?;
         let listener = TcpListener::bind(config.listen_addr)
@@ -78,6 +86,8 @@ impl Application {
             local_addr,
             state: AppState { db, verifier },
             cleanup,
+            limits: config.load_limits(),
+            header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         })
     }
 
@@ -107,9 +117,14 @@ impl Application {
     ) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr, "lingo-service listening");
         let db = self.state.db.clone();
-        let served = axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(signal)
-            .await;
+        let router = router(self.state, self.limits);
+        let served = shared_auth::http::serve::serve(
+            self.listener,
+            router,
+            self.header_read_timeout,
+            signal,
+        )
+        .await;
         drop(self.cleanup);
         // Close connections cleanly so the database does not log aborted sessions.
         db.close().await;

@@ -1,8 +1,10 @@
 //! Configuration, declared once with clap so `--help` lists every environment variable.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use shared_auth::AuthConfig;
+use shared_auth::http::load::LoadLimits;
 
 /// Everything `serve` needs; also what tests build to start the service in-process.
 #[derive(clap::Args, Clone, Debug)]
@@ -28,9 +30,19 @@ pub struct ServeConfig {
     /// Maximum connections of the runtime pool.
     #[arg(long, env = "LINGO_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
-    /// Seconds to wait for a pooled connection before answering 503.
-    #[arg(long, env = "LINGO_DB_ACQUIRE_TIMEOUT_SECS", default_value_t = 5)]
-    pub db_acquire_timeout_secs: u64,
+    /// Milliseconds to wait for a pooled connection before answering 503 (`overloaded` when every
+    /// connection is busy, `database_unavailable` when none can be opened); well below the deadline.
+    #[arg(long, env = "LINGO_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub db_acquire_timeout_ms: u64,
+    /// Deadline of a request in milliseconds (also the database's statement_timeout): past it, 503 `timeout`.
+    #[arg(long, env = "LINGO_REQUEST_TIMEOUT_MS", default_value_t = shared_auth::http::load::DEFAULT_REQUEST_TIMEOUT_MS)]
+    pub request_timeout_ms: u64,
+    /// Requests served at once; the excess is refused with 503 `overloaded`.
+    #[arg(long, env = "LINGO_MAX_IN_FLIGHT", default_value_t = shared_auth::http::load::DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: usize,
+    /// Milliseconds a client may take to send a request head before its connection is closed.
+    #[arg(long, env = "LINGO_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
     /// Seconds between sweeps of expired Idempotency-Key records.
     #[arg(long, env = "LINGO_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
     pub idempotency_cleanup_secs: u64,
@@ -48,9 +60,22 @@ impl ServeConfig {
             owner_database_url: None,
             migrate_on_start: false,
             db_max_connections: 20,
-            db_acquire_timeout_secs: 5,
+            db_acquire_timeout_ms: 2_000,
+            request_timeout_ms: shared_auth::http::load::DEFAULT_REQUEST_TIMEOUT_MS,
+            max_in_flight: shared_auth::http::load::DEFAULT_MAX_IN_FLIGHT,
+            header_read_timeout_ms: 10_000,
             idempotency_cleanup_secs: 600,
             auth,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The deadline and in-flight limit of the resource routes.
+    pub fn load_limits(&self) -> LoadLimits {
+        LoadLimits {
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            max_in_flight: self.max_in_flight,
         }
     }
 }

@@ -14,14 +14,18 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
 }
 
 /// The runtime pool. Lazy, so the service starts (and `/readyz` reports 503) while the database
-/// is down; the acquire timeout turns an unreachable database into a 503, never a hang.
+/// is down; the acquire timeout turns an unreachable database into a 503, never a hang, and the
+/// statement timeout (the request deadline) ends whatever a timed-out request left running.
 pub fn runtime_pool(
     url: &str,
     max_connections: u32,
     acquire_timeout: Duration,
+    statement_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
+    let options =
+        shared_auth::pg::pool::with_statement_timeout(connect_options(url)?, statement_timeout);
     Ok(shared_auth::pg::pool::lazy_pool(
-        connect_options(url)?,
+        options,
         max_connections,
         acquire_timeout,
     ))

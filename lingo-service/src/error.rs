@@ -23,9 +23,6 @@ pub enum Error {
     Internal(#[from] anyhow::Error),
 }
 
-/// Seconds a client should wait before retrying when the database is unreachable.
-pub const RETRY_AFTER_SECS: u32 = 2;
-
 shared_auth::error_codes! {
     /// The `code`s only lingo answers with; the doc comment of a variant is its OpenAPI text.
     pub enum ErrorCode {
@@ -69,9 +66,11 @@ impl Error {
             Self::Problem(problem) => problem.clone(),
             Self::Auth(error) => error.to_problem(),
             // Constraints a request can cause were mapped at their statement (`on_constraint`).
-            Self::Database(error) => {
-                shared_auth::pg::pool::database_problem(error, |_| None, RETRY_AFTER_SECS)
-            }
+            Self::Database(error) => shared_auth::pg::pool::database_problem(
+                error,
+                |_| None,
+                shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS,
+            ),
             Self::Internal(error) => {
                 tracing::error!(error = format!("{error:#}"), "internal error");
                 Problem::internal()

@@ -7,25 +7,35 @@ use std::time::Duration;
 
 use axum::Router;
 use shared_auth::Verifier;
+use shared_auth::http::load::LoadLimits;
 use shared_auth::http::metrics::HttpMetrics;
+use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState, Pools};
-use crate::{db, error, idempotency, openapi};
+use crate::{db, idempotency, openapi};
 
-/// Request bodies are at most 16 KiB at the services (the contract's limits).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Request bodies are at most 128 KiB, the limit shared by both services.
+pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 
-/// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else.
-pub fn router(state: AppState) -> Router {
+/// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else. Only
+/// the resources are under `limits` and the pool-pressure check (both pools), so health checks
+/// and metrics answer under overload.
+pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let (api, _) = openapi::documented_routes();
+    let api = shared_auth::http::load::guard(api, limits);
+    let api = shared_auth::pg::pool_pressure::track(
+        api,
+        vec![state.pools.primary.clone(), state.pools.read.clone()],
+    );
     let metrics = HttpMetrics::with_extra("news", state.pools.named(), |registry| {
         state.pools.register_metrics(registry);
     });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::pg::health::router_for(state.pools.health(), error::RETRY_AFTER_SECS);
+    let health =
+        shared_auth::pg::health::router_for(state.pools.health(), DATABASE_RETRY_AFTER_SECS);
     let routes = api.merge(health);
     shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
 }
@@ -35,6 +45,7 @@ pub struct Application {
     port: u16,
     listener: TcpListener,
     router: Router,
+    header_read_timeout: Duration,
     cleanup: AbortOnDrop,
 }
 
@@ -62,6 +73,10 @@ impl Application {
             &config.database_url,
             config.database_read_url.as_deref(),
             config.db_max_connections,
+            db::PoolTimeouts {
+                acquire: Duration::from_millis(config.db_acquire_timeout_ms),
+                statement: Duration::from_millis(config.request_timeout_ms),
+            },
             &config.read_routing,
         )?;
         let verifier = Verifier::from_config(&config.auth).await?;
@@ -79,7 +94,8 @@ impl Application {
         Ok(Self {
             port,
             listener,
-            router: router(state),
+            router: router(state, config.load_limits()),
+            header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
             cleanup,
         })
     }
@@ -96,8 +112,12 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "news-service listening");
         let _cleanup = self.cleanup;
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shared_auth::telemetry::shutdown_signal())
-            .await
+        shared_auth::http::serve::serve(
+            self.listener,
+            self.router,
+            self.header_read_timeout,
+            shared_auth::telemetry::shutdown_signal(),
+        )
+        .await
     }
 }

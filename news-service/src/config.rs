@@ -62,6 +62,19 @@ pub struct ServeConfig {
     /// Connections per pool (primary and read pool each).
     #[arg(long, env = "NEWS_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
+    /// Milliseconds to wait for a pooled connection before answering 503 (`overloaded` when every
+    /// connection is busy, `database_unavailable` when none can be opened); well below the deadline.
+    #[arg(long, env = "NEWS_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub db_acquire_timeout_ms: u64,
+    /// Deadline of a request in milliseconds (also the database's statement_timeout): past it, 503 `timeout`.
+    #[arg(long, env = "NEWS_REQUEST_TIMEOUT_MS", default_value_t = shared_auth::http::load::DEFAULT_REQUEST_TIMEOUT_MS)]
+    pub request_timeout_ms: u64,
+    /// Requests served at once; the excess is refused with 503 `overloaded`.
+    #[arg(long, env = "NEWS_MAX_IN_FLIGHT", default_value_t = shared_auth::http::load::DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: usize,
+    /// Milliseconds a client may take to send a request head before its connection is closed.
+    #[arg(long, env = "NEWS_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
     /// Seconds between sweeps of expired Idempotency-Key records.
     #[arg(long, env = "NEWS_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
     pub idempotency_cleanup_secs: u64,
@@ -81,9 +94,21 @@ impl ServeConfig {
             owner_database_url: None,
             migrate_on_start: false,
             db_max_connections: 20,
+            db_acquire_timeout_ms: 2_000,
+            request_timeout_ms: shared_auth::http::load::DEFAULT_REQUEST_TIMEOUT_MS,
+            max_in_flight: shared_auth::http::load::DEFAULT_MAX_IN_FLIGHT,
+            header_read_timeout_ms: 10_000,
             idempotency_cleanup_secs: 600,
             read_routing: crate::read_routing::ReadRoutingConfig::default(),
             auth,
+        }
+    }
+
+    /// The deadline and in-flight limit of the resource routes.
+    pub fn load_limits(&self) -> shared_auth::http::load::LoadLimits {
+        shared_auth::http::load::LoadLimits {
+            request_timeout: std::time::Duration::from_millis(self.request_timeout_ms),
+            max_in_flight: self.max_in_flight,
         }
     }
 }

@@ -6,9 +6,6 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-/// How long a request waits for a connection before the database counts as unavailable (503).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
-
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 pub(crate) fn connect_options(
@@ -18,13 +15,30 @@ pub(crate) fn connect_options(
     Ok(shared_auth::pg::pool::connect_options(url, "news")?.application_name(application_name))
 }
 
+/// How long a request may wait for a connection, and how long a statement may run.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolTimeouts {
+    pub acquire: Duration,
+    /// At most the request deadline, so nothing outlives a timed-out request by long.
+    pub statement: Duration,
+}
+
 /// A pool that connects on first use, so the service starts (and answers `/readyz` 503) while
 /// the database is still down.
-pub fn lazy_pool(url: &str, max_connections: u32, name: &str) -> Result<PgPool, sqlx::Error> {
-    Ok(shared_auth::pg::pool::lazy_pool(
+pub fn lazy_pool(
+    url: &str,
+    max_connections: u32,
+    name: &str,
+    timeouts: PoolTimeouts,
+) -> Result<PgPool, sqlx::Error> {
+    let options = shared_auth::pg::pool::with_statement_timeout(
         connect_options(url, name)?,
+        timeouts.statement,
+    );
+    Ok(shared_auth::pg::pool::lazy_pool(
+        options,
         max_connections,
-        ACQUIRE_TIMEOUT,
+        timeouts.acquire,
     ))
 }
 

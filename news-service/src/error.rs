@@ -65,11 +65,12 @@ pub fn on_constraint(name: &str) -> Option<Problem> {
     Some(code.into())
 }
 
-/// Seconds a client should wait before retrying when the database is unreachable.
-pub const RETRY_AFTER_SECS: u32 = 5;
-
 fn database_problem(error: &sqlx::Error) -> Problem {
-    shared_auth::pg::pool::database_problem(error, on_constraint, RETRY_AFTER_SECS)
+    shared_auth::pg::pool::database_problem(
+        error,
+        on_constraint,
+        shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS,
+    )
 }
 
 impl IntoResponse for Error {

@@ -86,19 +86,27 @@ pub struct Pools {
 
 impl Pools {
     /// Lazy pools for `database_url` and, when given, `read_url`, with their background check.
+    /// Both pools get `timeouts.statement`; the read pool keeps its own short acquire timeout,
+    /// so a read falls back to the primary quickly.
     pub fn connect(
         database_url: &str,
         read_url: Option<&str>,
         max_connections: u32,
+        timeouts: db::PoolTimeouts,
         config: &ReadRoutingConfig,
     ) -> Result<Self, sqlx::Error> {
-        let primary = db::lazy_pool(database_url, max_connections, "news-service")?;
+        let primary = db::lazy_pool(database_url, max_connections, "news-service", timeouts)?;
+        let read_timeouts = db::PoolTimeouts {
+            acquire: Duration::from_millis(config.read_acquire_timeout_ms),
+            ..timeouts
+        };
         let read = match read_url.filter(|url| !url.is_empty()) {
-            Some(url) => Some(shared_auth::pg::pool::lazy_pool(
-                db::connect_options(url, "news-service-read")?,
+            Some(url) => Some(db::lazy_pool(
+                url,
                 max_connections,
-                Duration::from_millis(config.read_acquire_timeout_ms),
-            )),
+                "news-service-read",
+                read_timeouts,
+            )?),
             None => None,
         };
         Ok(Self::new(primary, read, config))

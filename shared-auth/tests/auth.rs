@@ -72,8 +72,13 @@ impl KeyPair {
     }
 
     fn sign(&self, claims: &Value) -> String {
+        self.sign_with_crit(claims, None)
+    }
+
+    fn sign_with_crit(&self, claims: &Value, crit: Option<Vec<String>>) -> String {
         let mut header = Header::new(self.alg);
         header.kid = Some(self.kid.clone());
+        header.crit = crit;
         jsonwebtoken::encode(&header, claims, &self.encoding).unwrap()
     }
 }
@@ -102,6 +107,17 @@ fn hs256_with(claims: &Value, secret: &[u8]) -> String {
         &Header::new(Algorithm::HS256),
         claims,
         &EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+fn hs256_with_crit(claims: &Value, crit: Vec<String>) -> String {
+    let mut header = Header::new(Algorithm::HS256);
+    header.crit = Some(crit);
+    jsonwebtoken::encode(
+        &header,
+        claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
     )
     .unwrap()
 }
@@ -217,6 +233,31 @@ async fn hs256_rejects_every_bad_token_with_its_reason() {
             "sub must be 1 to 255 characters",
         ),
         (
+            "NUL in sub",
+            with(json!({"sub": "ali\u{0}ce"})),
+            "sub must not contain control characters",
+        ),
+        (
+            "newline in sub",
+            with(json!({"sub": "alice\n"})),
+            "sub must not contain control characters",
+        ),
+        (
+            "iss as an array holding the issuer",
+            with(json!({"iss": ["lingo-news-dev"]})),
+            "iss must be a single string",
+        ),
+        (
+            "crit header",
+            hs256_with_crit(&claims("alice"), vec!["exp".into()]),
+            "crit header not supported",
+        ),
+        (
+            "empty crit header",
+            hs256_with_crit(&claims("alice"), vec![]),
+            "crit header not supported",
+        ),
+        (
             "missing exp",
             with(json!({"exp": null})),
             "missing exp claim",
@@ -328,6 +369,22 @@ async fn asymmetric_keys_from_a_jwks_file_verify() {
     let mut old = claims("bob");
     old["exp"] = json!(now() - 3600);
     assert_eq!(reason(&verifier, &rsa.sign(&old)).await, "token expired");
+    // So are the header and claim shapes the library lets through.
+    for key in [&rsa, &ed] {
+        let crit = key.sign_with_crit(&claims("bob"), Some(vec!["b64".into()]));
+        assert_eq!(reason(&verifier, &crit).await, "crit header not supported");
+        let mut listed = claims("bob");
+        listed["iss"] = json!(["lingo-news-dev", "other"]);
+        assert_eq!(
+            reason(&verifier, &key.sign(&listed)).await,
+            "iss must be a single string"
+        );
+        let nul = key.sign(&claims("bo\u{0}b"));
+        assert_eq!(
+            reason(&verifier, &nul).await,
+            "sub must not contain control characters"
+        );
+    }
 }
 
 #[tokio::test]
@@ -541,6 +598,22 @@ async fn every_row_of_the_auth_table() {
         )
     );
     assert_eq!(body["code"], "invalid_token");
+
+    let mut listed_iss = claims("erin");
+    listed_iss["iss"] = json!(["lingo-news-dev"]);
+    for (name, token) in [
+        ("crit", hs256_with_crit(&claims("erin"), vec!["exp".into()])),
+        ("iss array", hs256(&listed_iss)),
+        ("NUL sub", hs256(&claims("er\u{0}in"))),
+    ] {
+        let (status, challenge, body) = call("/required", &[&format!("Bearer {token}")]).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{name}");
+        assert!(
+            challenge.is_some_and(|c| c.contains("error=\"invalid_token\"")),
+            "{name}"
+        );
+        assert_eq!(body["code"], "invalid_token", "{name}");
+    }
 
     let (status, challenge, body) = call("/scoped", &[&good]).await;
     assert_eq!(status, StatusCode::FORBIDDEN);

@@ -34,7 +34,7 @@ async fn a_database_that_is_down_gives_503_problems_not_hangs() {
         "postgres://lingo_app@127.0.0.1:1/lingo",
         auth_config(),
     );
-    config.db_acquire_timeout_secs = 1;
+    config.db_acquire_timeout_ms = 1_000;
     let address = serve(config).await;
     let client = reqwest::Client::new();
 

@@ -181,9 +181,13 @@ async fn expired_keys_are_forgotten_and_cleaned_up() {
         .execute(&mut admin)
         .await
         .unwrap();
-    let pool =
-        lingo_service::db::runtime_pool(&app.db.url_for("lingo_app"), 2, Duration::from_secs(5))
-            .unwrap();
+    let pool = lingo_service::db::runtime_pool(
+        &app.db.url_for("lingo_app"),
+        2,
+        Duration::from_secs(5),
+        Duration::from_secs(5),
+    )
+    .unwrap();
     let removed = lingo_service::idempotency::cleanup_expired(&pool)
         .await
         .unwrap();

@@ -5,6 +5,7 @@
 mod analytics;
 mod catalogue;
 mod grants;
+mod hardening;
 mod health;
 mod helpers;
 mod idempotency;

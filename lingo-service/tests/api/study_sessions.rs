@@ -418,7 +418,7 @@ async fn invalid_sessions_are_refused_and_store_nothing() {
         ),
         (
             "too large",
-            format!(r#"{{"language_code": "{}"}}"#, "x".repeat(20_000)),
+            format!(r#"{{"language_code": "{}"}}"#, "x".repeat(130 * 1024)),
             json,
             413,
             "payload_too_large",

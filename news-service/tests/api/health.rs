@@ -83,7 +83,7 @@ async fn unknown_routes_wrong_methods_and_bad_bodies_are_problems() {
         .post(app.url("/comments"))
         .bearer_auth(&token)
         .header("content-type", "application/json")
-        .body(format!("{{\"text\":\"{}\"}}", "a".repeat(17 * 1024)))
+        .body(format!("{{\"text\":\"{}\"}}", "a".repeat(129 * 1024)))
         .send()
         .await
         .unwrap();

@@ -8,6 +8,7 @@ mod comments;
 mod counts;
 mod directory;
 mod engagement;
+mod hardening;
 mod health;
 mod helpers;
 mod me;

@@ -186,11 +186,18 @@ impl Verifier {
         if !self.allowed.contains(&header.alg) {
             return Err(AuthError::InvalidToken("algorithm not allowed"));
         }
+        if header.crit.is_some() {
+            // RFC 7515 section 4.1.11: we understand no extension, so any `crit` is fatal.
+            return Err(AuthError::InvalidToken("crit header not supported"));
+        }
         let key = self.key_for(header.alg, header.kid.as_deref()).await?;
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &self.validation(header.alg))
+        let token = jsonwebtoken::decode::<TokenClaims>(token, &key, &self.validation(header.alg))
             .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
             .claims;
-        self.check_claims(claims)
+        if !token.iss.is_string() {
+            return Err(AuthError::InvalidToken("iss must be a single string"));
+        }
+        self.check_claims(token.claims)
     }
 
     async fn key_for(&self, alg: Algorithm, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
@@ -224,6 +231,13 @@ impl Verifier {
         if !(1..=255).contains(&sub_len) {
             return Err(AuthError::InvalidToken("sub must be 1 to 255 characters"));
         }
+        if claims.sub.chars().any(char::is_control) {
+            // A NUL cannot be stored in Postgres text: such a caller would turn every query
+            // into a 500, so the token is refused here.
+            return Err(AuthError::InvalidToken(
+                "sub must not contain control characters",
+            ));
+        }
         let now = jsonwebtoken::get_current_timestamp();
         if claims.iat.is_some_and(|iat| iat > now + self.leeway_secs) {
             return Err(AuthError::InvalidToken("token issued in the future"));
@@ -241,6 +255,16 @@ impl Verifier {
             expires_at: claims.exp,
         })
     }
+}
+
+/// The claims plus the raw `iss`: jsonwebtoken accepts an array that contains the issuer, the
+/// contract does not, so its shape is checked here after the library has checked its value.
+#[derive(serde::Deserialize)]
+struct TokenClaims {
+    #[serde(flatten)]
+    claims: Claims,
+    #[serde(default)]
+    iss: serde_json::Value,
 }
 
 /// A short reason for `error_description`: safe to show, no quotes.

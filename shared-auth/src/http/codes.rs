@@ -161,6 +161,14 @@ error_codes! {
         /// The upstream did not answer in time (gateway).
         UpstreamTimeout = (GATEWAY_TIMEOUT, "upstream_timeout",
             "the upstream service did not answer in time"),
+        /// The request did not finish within the service's deadline; its work was abandoned
+        /// (see `Retry-After`).
+        Timeout = (SERVICE_UNAVAILABLE, "timeout",
+            "the request did not finish within its deadline; retry later"),
+        /// The service is at capacity: its in-flight limit is full, or no database connection
+        /// came free in time (see `Retry-After`).
+        Overloaded = (SERVICE_UNAVAILABLE, "overloaded",
+            "the service is at capacity; retry later"),
         /// The database cannot be reached now (see `Retry-After`).
         DatabaseUnavailable = (SERVICE_UNAVAILABLE, "database_unavailable",
             "the database is not reachable; retry later"),

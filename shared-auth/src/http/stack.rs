@@ -12,6 +12,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::http::metrics::{HttpMetrics, instrument};
 use crate::http::request_id::{not_found, request_context};
 
+/// The services' request-body limit (docs: conventions): 128 KiB, so the longest legal comment
+/// fits in any script and any JSON encoding of it (10,000 emoji as `\ud83d\ude00` escapes).
+pub const MAX_BODY_BYTES: usize = 128 * 1024;
+
 /// Wraps a service's routes (resources and health checks) in the shared layers.
 pub fn service_stack<S>(
     routes: Router<S>,

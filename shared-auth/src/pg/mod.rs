@@ -8,3 +8,4 @@ pub mod idempotency;
 pub mod metrics;
 pub mod pool;
 pub mod pool_health;
+pub mod pool_pressure;

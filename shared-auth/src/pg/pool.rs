@@ -12,10 +12,23 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
+/// `Retry-After` of 503 `database_unavailable`, the same at every service: about one background
+/// pool check (`pool_health`), after which a recovered database is seen as up again.
+pub const DATABASE_RETRY_AFTER_SECS: u32 = 2;
+
 /// Options for `url` with `search_path` pinned to `schema`, so the service's SQL is unqualified
 /// and sqlx's migration history lives in the service's own schema whatever the role's defaults.
 pub fn connect_options(url: &str, schema: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?.options([("search_path", schema)]))
+}
+
+/// `options` whose statements the server cancels after `timeout`: set to at most the request
+/// deadline, a statement outlives the request it served by no more than that.
+pub fn with_statement_timeout(options: PgConnectOptions, timeout: Duration) -> PgConnectOptions {
+    options.options([(
+        "statement_timeout",
+        format!("{}ms", timeout.as_millis().max(1)),
+    )])
 }
 
 /// A pool that connects on first use, so the service starts (and `/readyz` answers 503) while
@@ -25,9 +38,20 @@ pub fn lazy_pool(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> PgPool {
+    // Each hand-out is evidence that the database is reachable (see `pool_pressure`).
+    let reached = crate::pg::pool_pressure::reached(&options);
+    let reached_on_connect = reached.clone();
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
+        .after_connect(move |_, _| {
+            reached_on_connect.mark();
+            Box::pin(async { Ok(()) })
+        })
+        .before_acquire(move |_, _| {
+            reached.mark();
+            Box::pin(async { Ok(true) })
+        })
         .connect_lazy_with(options)
 }
 
@@ -43,6 +67,15 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         }),
         _ => false,
     }
+}
+
+/// Whether the server cancelled the statement (SQLSTATE 57014, `query_canceled`): with the
+/// pools' `statement_timeout` in place, that is the request deadline passing.
+fn is_statement_timeout(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "57014")
 }
 
 /// 503 `database_unavailable`, telling the client to come back after `retry_after_secs`.
@@ -64,6 +97,16 @@ pub fn database_problem(
         .and_then(on_constraint)
     {
         return problem;
+    }
+    if is_statement_timeout(error) {
+        // The statement ran into `statement_timeout`, which is the request deadline: the same
+        // answer as when the deadline middleware fires first (the two race under load).
+        tracing::warn!("a statement ran past the request deadline");
+        return crate::http::load::timeout_problem();
+    }
+    if matches!(error, sqlx::Error::PoolTimedOut) && crate::pg::pool_pressure::a_pool_is_busy() {
+        tracing::warn!("no database connection came free in time");
+        return crate::http::load::overloaded_problem();
     }
     if is_unavailable(error) {
         tracing::error!(%error, "database unavailable");

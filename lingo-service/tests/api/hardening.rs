@@ -1,0 +1,230 @@
+//! Issue 14 at lingo: bad tokens, large bodies, 405s, deadlines, load shedding and slow clients,
+//! each answered with the status and `code` the contract gives.
+
+use std::time::{Duration, Instant};
+
+use lingo_service::Config;
+use shared_auth::testing::{TestDatabase, auth_config, token};
+use sqlx::{Connection, PgConnection};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::{SEEDED_LEARNERS, TestApp, assert_problem, local, serve, session, spawn_app};
+
+const SESSIONS: &str = "/v1/lingo/me/study-sessions";
+
+/// A seeded database served with `adjust` applied to the configuration.
+async fn spawn_configured(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let db = TestDatabase::create().await;
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    lingo_service::seed_with(&db.url_for("lingo_pipeline"), SEEDED_LEARNERS)
+        .await
+        .unwrap();
+    let mut config = Config::new(local(), db.url_for("lingo_app"), auth_config());
+    adjust(&mut config);
+    TestApp {
+        address: serve(config).await,
+        client: reqwest::Client::new(),
+        db,
+    }
+}
+
+/// A superuser connection holding an exclusive lock on `study_sessions` until it is dropped, so
+/// a new session blocks inside its INSERT.
+async fn lock_sessions(app: &TestApp) -> PgConnection {
+    let mut admin = PgConnection::connect(&app.db.admin_url()).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE lingo.study_sessions IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin
+}
+
+async fn running_statements(admin: &mut PgConnection) -> i64 {
+    // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut *admin)
+        .await
+        .unwrap();
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE usename = 'lingo_app' AND state = 'active' AND datname = current_database()",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// Starts a session POST in the background (it blocks while `lock_sessions` holds).
+fn post_in_background(app: &TestApp) -> tokio::task::JoinHandle<u16> {
+    let request = app
+        .client
+        .post(app.url(SESSIONS))
+        .bearer_auth(token("learner-held"))
+        .json(&session("es", 60, 5, 5));
+    tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+}
+
+#[tokio::test]
+async fn a_token_whose_sub_holds_a_nul_is_401_not_500() {
+    let app = spawn_app().await;
+    for path in ["/v1/lingo/me/xp", SESSIONS] {
+        let response = app.get(path, Some(&token("learner\u{0}1"))).await;
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert_problem(response, 401, "invalid_token").await;
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_128_kib_is_413() {
+    let app = spawn_app().await;
+    let padding = " ".repeat(200 * 1024);
+    let response = app
+        .post_raw(
+            SESSIONS,
+            &token("learner-a"),
+            &format!("{{{padding}}}"),
+            None,
+        )
+        .await;
+    assert_problem(response, 413, "payload_too_large").await;
+}
+
+#[tokio::test]
+async fn a_405_names_the_allowed_methods() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .delete(app.url("/v1/lingo/languages"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("allow"));
+    let body = assert_problem(response, 405, "method_not_allowed").await;
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("GET") && detail.contains("HEAD"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_past_its_deadline_is_503_timeout_and_its_statement_is_cancelled() {
+    let app = spawn_configured(|config| config.request_timeout_ms = 1_000).await;
+    let sessions_before = app.count("study_sessions").await;
+    let mut lock = lock_sessions(&app).await;
+
+    let started = Instant::now();
+    let response = app
+        .post_session(&token("learner-a"), &session("es", 60, 5, 5))
+        .await;
+    let elapsed = started.elapsed();
+    assert!(response.headers().contains_key("retry-after"));
+    assert_problem(response, 503, "timeout").await;
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "answered after {elapsed:?}"
+    );
+
+    // The lock is still held, so only statement_timeout can have ended the INSERT.
+    let mut running = running_statements(&mut lock).await;
+    for _ in 0..50 {
+        if running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        running = running_statements(&mut lock).await;
+    }
+    let still: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT query, wait_event_type FROM pg_stat_activity
+         WHERE usename = 'lingo_app' AND state = 'active' AND datname = current_database()",
+    )
+    .fetch_all(&mut lock)
+    .await
+    .unwrap();
+    assert_eq!(running, 0, "the timed-out statement still runs: {still:?}");
+    drop(lock);
+
+    // The timed-out transaction was rolled back: nothing half-written, and the service recovers.
+    assert_eq!(app.count("study_sessions").await, sessions_before);
+    let response = app
+        .post_session(&token("learner-a"), &session("es", 60, 5, 5))
+        .await;
+    assert_eq!(response.status(), 201);
+}
+
+#[tokio::test]
+async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers() {
+    let app = spawn_configured(|config| config.max_in_flight = 1).await;
+    let lock = lock_sessions(&app).await;
+    let held = post_in_background(&app);
+    let mut response = app.get("/v1/lingo/languages", None).await;
+    for _ in 0..50 {
+        // Until the held request has been admitted, the read may still get in.
+        if response.status() == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        response = app.get("/v1/lingo/languages", None).await;
+    }
+    assert!(response.headers().contains_key("retry-after"));
+    assert_problem(response, 503, "overloaded").await;
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(
+            app.get(path, None).await.status(),
+            200,
+            "{path} is not shed"
+        );
+    }
+
+    drop(lock);
+    assert_eq!(held.await.unwrap(), 201, "the admitted request completes");
+    assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
+}
+
+#[tokio::test]
+async fn no_connection_free_in_time_is_503_overloaded() {
+    let app = spawn_configured(|config| {
+        config.db_max_connections = 1;
+        config.db_acquire_timeout_ms = 300;
+    })
+    .await;
+    let lock = lock_sessions(&app).await;
+    let held = post_in_background(&app);
+    let mut response = app.get("/v1/lingo/languages", None).await;
+    for _ in 0..50 {
+        if response.status() == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        response = app.get("/v1/lingo/languages", None).await;
+    }
+    assert!(response.headers().contains_key("retry-after"));
+    assert_problem(response, 503, "overloaded").await;
+
+    drop(lock);
+    assert_eq!(held.await.unwrap(), 201);
+    assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_half_sent_request_head_is_closed_while_others_are_served() {
+    let app = spawn_configured(|config| config.header_read_timeout_ms = 500).await;
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
+    slow.write_all(b"GET /v1/lingo/languages HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+
+    assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
+
+    let mut buffer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut buffer)).await;
+    assert!(read.is_ok(), "the slow connection was not closed");
+    assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
+}

@@ -1,0 +1,177 @@
+//! Serving a router over HTTP/1.1 the way every binary should: what `axum::serve` does (a task per
+//! connection, `ConnectInfo<SocketAddr>` for handlers that want the peer, graceful shutdown that
+//! stops accepting and drains what is in flight), plus the contract's header read timeout: a
+//! connection whose request head has not fully arrived in time is closed, so slow or idle clients
+//! cannot hold sockets open (docs: conventions, "Time and load"). It also names the allowed
+//! methods in the `detail` of every 405 problem, which only this outermost place can do: axum
+//! adds `Allow` after the router's own layers have run. Written for the services and usable as
+//! is by the gateway.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::middleware::{Next, from_fn};
+use axum::response::Response;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tower::Layer;
+use tower::ServiceExt;
+
+/// How long a client may take to send a whole request head (and how long an idle keep-alive
+/// connection stays open): 10 s, as the contract says.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for
+/// the open connections to finish their requests.
+pub async fn serve(
+    mut listener: TcpListener,
+    router: Router,
+    header_read_timeout: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    // Connection tasks watch `stop` to start their graceful shutdown; `done` closes once every
+    // task has dropped its receiver.
+    let (stop_tx, stop_rx) = watch::channel(());
+    tokio::spawn(async move {
+        shutdown.await;
+        drop(stop_rx);
+    });
+    let (done_tx, done_rx) = watch::channel(());
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            () = stop_tx.closed() => break,
+        };
+        let connection = Connection {
+            router: router.clone(),
+            header_read_timeout,
+            stop: stop_tx.clone(),
+            done: done_rx.clone(),
+        };
+        tokio::spawn(connection.run(stream, peer));
+    }
+    drop(listener);
+    drop(done_rx);
+    done_tx.closed().await;
+    Ok(())
+}
+
+struct Connection {
+    router: Router,
+    header_read_timeout: Duration,
+    stop: watch::Sender<()>,
+    done: watch::Receiver<()>,
+}
+
+impl Connection {
+    async fn run(self, stream: TcpStream, peer: SocketAddr) {
+        let service = from_fn(name_allowed_methods)
+            .layer(self.router)
+            .map_request(move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request.map(Body::new)
+            });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout);
+        let mut connection = pin!(
+            builder
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                .with_upgrades()
+        );
+        let mut stopping = pin!(self.stop.closed());
+        let mut stop_requested = false;
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                    break;
+                }
+                () = &mut stopping, if !stop_requested => {
+                    stop_requested = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+        drop(self.done);
+    }
+}
+
+/// Middleware around the whole router: a 405 problem gets a `detail` naming its `Allow` header.
+async fn name_allowed_methods(request: axum::extract::Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let Some(detail) = response
+        .headers()
+        .get(header::ALLOW)
+        .map(allowed_methods_detail)
+    else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    // A 405 problem is a few hundred bytes; anything else is passed on untouched.
+    let Ok(bytes) = to_bytes(body, 16 * 1024).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let Ok(serde_json::Value::Object(mut problem)) = serde_json::from_slice(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    problem.insert("detail".into(), detail.into());
+    let body = serde_json::to_vec(&problem).unwrap_or_else(|_| bytes.to_vec());
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// The `detail` of a 405: the contract wants the allowed methods named, as `Allow` lists them.
+fn allowed_methods_detail(allow: &HeaderValue) -> String {
+    let methods: Vec<&str> = allow
+        .to_str()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|method| !method.is_empty())
+        .collect();
+    format!("this resource allows only {}", methods.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::routing::get;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_405_problem_names_the_allowed_methods() {
+        let router = crate::http::stack::service_stack(
+            Router::new().route("/thing", get(|| async { "ok" })),
+            crate::http::metrics::HttpMetrics::new("test", Vec::new()),
+            1024,
+        );
+        let app = from_fn(name_allowed_methods).layer(router);
+        let request = Request::delete("/thing").body(Body::empty()).unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let allow = response.headers()[header::ALLOW].clone();
+        assert_eq!(allow, "GET,HEAD");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "method_not_allowed");
+        assert_eq!(problem["detail"], "this resource allows only GET, HEAD");
+    }
+}
