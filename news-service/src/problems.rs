@@ -96,8 +96,10 @@ problem_answers! {
         or `idempotency_key_reused` (the key was used with another body). `errors` names the \
         field.";
     Internal => "500", "`internal_error`: the server failed; the problem says nothing more.";
-    Unavailable => "503", "`database_unavailable`: the database is not reachable; retry after \
-        `Retry-After`.", RETRY_AFTER;
+    Unavailable => "503", "`database_unavailable`: the database is not reachable; `timeout`: the \
+        request passed its deadline and was cancelled; `overloaded`: the service is at its \
+        in-flight limit or no database connection came free in time. Retry after `Retry-After`.",
+        RETRY_AFTER;
 }
 
 /// 304 to an anonymous read whose `If-None-Match` matches: no body.
