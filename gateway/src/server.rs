@@ -8,15 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
+use axum::middleware::from_fn;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use shared_auth::http::serve::name_allowed_methods;
 use tokio::net::TcpListener;
-use tower::ServiceExt as _;
+use tower::{Layer as _, ServiceExt as _};
 
 /// Serves `router` on `listener` until `shutdown` resolves, then waits for open connections to
 /// finish their requests.
@@ -36,6 +39,8 @@ where
         .header_read_timeout(header_read_timeout)
         .keep_alive(true);
     let builder = Arc::new(builder);
+    // axum adds `Allow` to a 405 only outside the router's own layers: name the methods here.
+    let app = from_fn(name_allowed_methods).layer(router);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -52,11 +57,11 @@ where
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = router
+        let service = app
             .clone()
             .map_request(move |mut request: Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
-                request
+                request.map(Body::new)
             });
         let builder = builder.clone();
         let watcher = graceful.watcher();

@@ -64,7 +64,10 @@ async fn readyz_is_200_without_any_replica_of_a_group() {
         .await
         .expect("request");
     assert_eq!(ops_method.status(), 405);
-    assert_eq!(problem(ops_method).await["code"], "method_not_allowed");
+    assert_eq!(ops_method.headers()["allow"], "GET,HEAD");
+    let body = problem(ops_method).await;
+    assert_eq!(body["code"], "method_not_allowed");
+    assert_eq!(body["detail"], "this resource allows only GET, HEAD");
 }
 
 #[tokio::test]
@@ -89,10 +92,10 @@ async fn metrics_count_requests_latency_upstream_errors_in_flight_and_token_cach
     assert_eq!(response.status(), 200);
     let text = response.text().await.expect("text");
     for expected in [
-        r#"gateway_requests_total{group="news",method="GET",status="200"} 3"#,
-        r#"gateway_requests_total{group="lingo",method="GET",status="401"} 1"#,
-        r#"gateway_requests_total{group="gateway",method="GET",status="404"} 1"#,
-        r#"gateway_request_duration_seconds_count{group="news"} 3"#,
+        r#"gateway_http_requests_total{group="news",method="GET",status="200"} 3"#,
+        r#"gateway_http_requests_total{group="lingo",method="GET",status="401"} 1"#,
+        r#"gateway_http_requests_total{group="gateway",method="GET",status="404"} 1"#,
+        r#"gateway_http_request_duration_seconds_count{group="news"} 3"#,
         r#"gateway_token_cache_total{result="miss"} 1"#,
         r#"gateway_token_cache_total{result="hit"} 2"#,
         "gateway_in_flight_requests 1",

@@ -110,7 +110,8 @@ impl Connection {
 }
 
 /// Middleware around the whole router: a 405 problem gets a `detail` naming its `Allow` header.
-async fn name_allowed_methods(request: axum::extract::Request, next: Next) -> Response {
+/// Public so a binary with its own server (the gateway) wraps its router the same way.
+pub async fn name_allowed_methods(request: axum::extract::Request, next: Next) -> Response {
     let response = next.run(request).await;
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         return response;
