@@ -75,13 +75,14 @@ impl Metrics {
         let in_flight = Gauge::default();
         let token_cache = Family::<CacheLabels, Counter>::default();
         let ready_replicas = Family::<GroupLabels, Gauge>::default();
+        // Named like the services' request metrics (`<binary>_http_…`), one scheme for all three.
         registry.register(
-            "requests",
+            "http_requests",
             "Requests answered, by route group, method and status",
             requests.clone(),
         );
         registry.register(
-            "request_duration_seconds",
+            "http_request_duration_seconds",
             "Time until the response headers, by route group",
             latency.clone(),
         );

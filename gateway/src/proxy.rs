@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::body::HttpBody as _;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, header};
 use axum::response::Response;
-use shared_auth::Problem;
+use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
 
 use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, UpstreamClient};
@@ -134,17 +134,28 @@ fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Spa
     )
 }
 
+shared_auth::error_codes! {
+    /// The gateway's own code beside the shared ones: the contract answers `upstream_unavailable`
+    /// with 502 when every replica refused, and with 503 when none could even be tried.
+    pub enum GatewayCode {
+        /// no replica of the group is configured, or every one is marked down; retry after
+        /// `Retry-After` seconds
+        NoReplicaReady = (SERVICE_UNAVAILABLE, "upstream_unavailable",
+            "no replica of this upstream is ready"),
+    }
+}
+
 pub fn payload_too_large() -> Problem {
-    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    Problem::from_code(SharedCode::PayloadTooLarge)
         .with_detail("request bodies are limited to 1048576 bytes")
 }
 
-fn upstream_unavailable(status: StatusCode, detail: &'static str) -> Problem {
-    Problem::new(status, "upstream_unavailable").with_detail(detail)
+fn upstream_unavailable(detail: &'static str) -> Problem {
+    Problem::from_code(SharedCode::UpstreamUnavailable).with_detail(detail)
 }
 
 fn upstream_timeout() -> Problem {
-    Problem::new(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+    Problem::from_code(SharedCode::UpstreamTimeout)
         .with_detail("the upstream did not answer in time")
 }
 
@@ -227,7 +238,6 @@ impl Proxy {
             }
         }
         Err(upstream_unavailable(
-            StatusCode::BAD_GATEWAY,
             "no replica of the group accepted a connection",
         ))
     }
@@ -288,7 +298,6 @@ impl Proxy {
         self.metrics.upstream_error(label, "reset");
         tracing::warn!(upstream = %replica.base, error = %error, "upstream failed after the request was sent");
         Err(Failure::Final(upstream_unavailable(
-            StatusCode::BAD_GATEWAY,
             "the upstream closed the connection before answering",
         )))
     }
@@ -303,12 +312,12 @@ struct Attempt {
 
 fn unavailable(label: &str, why: NoReplica) -> Problem {
     match why {
-        NoReplica::NoneConfigured => Problem::unavailable("upstream_unavailable", 30)
+        NoReplica::NoneConfigured => Problem::from_code(GatewayCode::NoReplicaReady)
+            .with_retry_after(30)
             .with_detail(format!("no {label} replica is configured")),
-        NoReplica::AllDown { retry_after_secs } => {
-            Problem::unavailable("upstream_unavailable", retry_after_secs)
-                .with_detail(format!("every {label} replica is marked down"))
-        }
+        NoReplica::AllDown { retry_after_secs } => Problem::from_code(GatewayCode::NoReplicaReady)
+            .with_retry_after(retry_after_secs)
+            .with_detail(format!("every {label} replica is marked down")),
     }
 }
 

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use shared_auth::Problem;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
+use shared_auth::{Problem, SharedCode};
 
 use crate::client_addr::limit_prefix;
 
@@ -71,7 +71,7 @@ impl Decision {
 
     /// 429 `rate_limited` with `Retry-After` and the `RateLimit-*` headers.
     pub fn problem(&self) -> Problem {
-        Problem::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+        Problem::from_code(SharedCode::RateLimited)
             .with_detail(format!(
                 "at most {} such requests per window; retry in {} s",
                 self.limit, self.reset_secs

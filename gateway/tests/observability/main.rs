@@ -389,7 +389,7 @@ async fn every_metrics_endpoint_is_prometheus_text_whose_counters_move() {
     let client = reqwest::Client::new();
 
     let counters = [
-        (gateway_url, "gateway_requests_total"),
+        (gateway_url, "gateway_http_requests_total"),
         (lingo_url, "lingo_http_requests_total"),
         (news_url, "news_http_requests_total"),
     ];
