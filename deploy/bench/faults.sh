@@ -142,6 +142,7 @@ say "load and faults ($mode)"
   --db-replica-kill "$replica_kill_cmd" --db-replica-start "$replica_start_cmd" \
   --db-replica-cooldown-secs "$NEWS_READ_FALLBACK_COOLDOWN_SECS" \
   --overload-news "http://127.0.0.1:$NEWS3_PORT" --overload-in-flight "$overload_in_flight" \
+  --overload-log "$logs/news3.log" \
   --alive-pids "$lingo_pid,$news1_pid,$news2_pid,$news3_pid,$gateway_pid" \
   --kill-pid "$news1_pid" --hole-pid "$hole_pid" --upstream-timeout-ms 1000 --probe-detect-secs 3.5
 failed=0
