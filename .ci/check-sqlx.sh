@@ -23,22 +23,9 @@ case "${1:-}" in
   *) echo "usage: $0 [--write]" >&2; exit 2 ;;
 esac
 
+# find_pg_bin, as_pg and port_in_use: the helpers the bench scripts start PostgreSQL with.
+source "$root/deploy/bench/lib.sh"
 die() { printf 'check-sqlx: %s\n' "$*" >&2; exit 1; }
-
-find_pg_bin() {
-  local name=$1 candidate
-  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
-  candidate=$(ls -d /usr/lib/postgresql/*/bin/"$name" 2>/dev/null | sort -V | tail -n 1 || true)
-  [ -n "$candidate" ] || die "PostgreSQL's $name not found (install the postgresql server package)"
-  echo "$candidate"
-}
-
-# PostgreSQL refuses to run as root: as root, its commands run as the postgres user.
-as_pg() {
-  if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; else "$@"; fi
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 crates=()
 for dir in */; do

@@ -1,4 +1,4 @@
-# Shared helpers of deploy/bench/run.sh and deploy/bench/faults.sh (sourced, not run).
+# Shared helpers of the deploy/bench scripts and .ci/check-sqlx.sh (sourced, not run).
 # Everything here stays on 127.0.0.1; every process started through `spawn` is recorded in
 # $spawned_pids and stopped by `stop_spawned` (the scripts call it from their EXIT trap).
 
