@@ -3,14 +3,17 @@
 # friends read when building without a database) must be what the crate's statements and
 # migrations give today. Starts a throwaway PostgreSQL cluster, bootstraps the roles
 # (deploy/postgres/bootstrap.sql), applies each crate's migrations as its schema owner, rebuilds
-# the crate against the live database as its runtime role with the query data written to a
-# temporary folder, and compares that folder with the committed one.
+# the crate against the live database with the query data written to a temporary folder, and
+# compares that folder with the committed one.
 #
 #   .ci/check-sqlx.sh            fail when a crate's .sqlx/ is stale (missing, extra or changed)
 #   .ci/check-sqlx.sh --write    rewrite the .sqlx/ folders (after changing a statement or a
 #                                migration); commit the result
 #
 # A crate `<name>-service` owns schema `<name>`, migrated by role `<name>_owner` and run as
+# `<name>_app`. The statements are described as `<name>_owner`: the crate also holds the
+# pipeline's writes (seed, import, recount), which PostgreSQL will not even describe to the
+# runtime role. Whether the runtime role may run what it runs is the tests' job: they connect as
 # `<name>_app`. Needs the PostgreSQL server binaries (initdb, pg_ctl, psql); no server may run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,7 +81,7 @@ for crate in "${crates[@]}"; do
   mkdir -p "$fresh"
   # The query macros only write their data when they run: make cargo recompile the crate.
   find "$crate/src" -name '*.rs' -exec touch {} +
-  SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$fresh" DATABASE_URL="$(url "${schema}_app")" \
+  SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$fresh" DATABASE_URL="$(url "${schema}_owner")" \
     cargo check --quiet --locked -p "$package" --all-targets
 
   if [ "$mode" = write ]; then

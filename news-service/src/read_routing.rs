@@ -283,12 +283,6 @@ impl Routing {
     }
 }
 
-/// The replica's replay lag: zero when it has replayed all it received (an idle primary sends
-/// nothing, which is not lag), else the age of the last transaction it replayed.
-const LAG_MS: &str = "SELECT CASE WHEN NOT pg_is_in_recovery() \
-    OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
-    ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000, 0) END::int8";
-
 /// Checks the replica's lag every 2 s while the routing lives; a failed check leaves the last
 /// value (the pool check and the circuit handle an unreachable replica).
 async fn watch_lag(routing: std::sync::Weak<Routing>, read: PgPool) {
@@ -298,7 +292,15 @@ async fn watch_lag(routing: std::sync::Weak<Routing>, read: PgPool) {
         let Some(routing) = routing.upgrade() else {
             return;
         };
-        let query = sqlx::query_scalar::<_, i64>(LAG_MS).fetch_one(&read);
+        // Zero when the replica has replayed all it received (an idle primary sends nothing,
+        // which is not lag), else the age of the last transaction it replayed.
+        let query = sqlx::query_scalar!(
+            r#"SELECT CASE WHEN NOT pg_is_in_recovery()
+                             OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+                 ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000, 0)
+               END::int8 AS "lag_ms!""#
+        )
+        .fetch_one(&read);
         if let Ok(Ok(lag)) = tokio::time::timeout(Duration::from_secs(1), query).await {
             let lag = u64::try_from(lag).unwrap_or(0);
             let before = routing.lag_ms.swap(lag, Ordering::Relaxed);

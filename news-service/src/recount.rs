@@ -8,12 +8,10 @@
 
 use std::fmt;
 
-use sqlx::FromRow;
-
 use crate::db;
 
 /// The drift fixed in one counter.
-#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterDrift {
     /// `like_count`, `bookmark_count`, `comment_count`, `journalist follower_count` or
     /// `organization follower_count`.
@@ -54,8 +52,10 @@ impl fmt::Display for RecountSummary {
 /// Recounts every counter as the role of `database_url` (news_pipeline or news_owner).
 pub async fn recount(database_url: &str) -> anyhow::Result<RecountSummary> {
     let pool = db::connect(database_url, 1, "news-service-recount").await?;
-    let counters = sqlx::query_as::<_, CounterDrift>(
-        "SELECT counter, targets_fixed, rows_drifted FROM recount_engagement()",
+    let counters = sqlx::query_as!(
+        CounterDrift,
+        r#"SELECT counter AS "counter!", targets_fixed AS "targets_fixed!", rows_drifted AS "rows_drifted!"
+           FROM recount_engagement()"#
     )
     .fetch_all(&pool)
     .await?;
