@@ -11,7 +11,8 @@
 # is stopped on exit (PostgreSQL included).
 #
 # Environment: STEP_SECS (5), ROUNDS (2), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
-# (55480), PERF (1), BENCH_STATE (.local/bench-gateway), BUILD=0 (use the release binaries as built).
+# (55480), PERF (1), BENCH_STATE (.local/bench-gateway), BUILD=0 (use the release binaries as built),
+# ROUTES / ALGS (space-separated subsets, to iterate on one case).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -91,20 +92,31 @@ for route in /v1/lingo/me/xp /v1/lingo/languages; do
   [ "$got" = 200 ] || die "HAProxy RS256 $route answered $got"
 done
 
-# one CONTENDER ROUTE ALG CONNS SECS URL: one wrk run, one TSV line (contender route alg conns rps p50 p99 errors load).
+# CPU time (user + system, clock ticks) a process has used so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# one CONTENDER ROUTE ALG CONNS SECS URL: one wrk run, one TSV line (contender route alg conns rps
+# p50 p99 errors load cpu_us_per_request). CPU per request is the contender's own CPU time over
+# the requests it answered: unlike req/s, it hardly moves with what else the machine is doing.
 one() {
-  local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result
+  local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result pid before
   [ "$alg" = HS256 ] && token=$HS_TOKEN || token=$RS_TOKEN
   [ "$conns" -lt 2 ] && threads=1
+  case $who in
+    gateway) pid=$gw_pid ;; gateway-nocache) pid=$gwn_pid ;; haproxy) pid=$ha_pid ;; *) pid=$lingo_pid ;;
+  esac
+  before=$(cpu_ticks "$pid")
   out=$(TOKEN=$token wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s "$bench_dir/bench.lua" "$url" 2>&1) || true
   result=$(sed -n 's/^RESULT //p' <<<"$out")
   [ -n "$result" ] || { printf '%s\n' "$out" >&2; die "wrk failed on $who $route"; }
-  python3 - "$who" "$route" "$alg" "$conns" "$result" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results" <<'EOF'
+  python3 - "$who" "$route" "$alg" "$conns" "$result" "$(cut -d' ' -f1 /proc/loadavg)" \
+    "$(( $(cpu_ticks "$pid") - before ))" "$(getconf CLK_TCK)" >>"$results" <<'EOF'
 import json, sys
-who, route, alg, conns, raw, load = sys.argv[1:]
+who, route, alg, conns, raw, load, ticks, hz = sys.argv[1:]
 r = json.loads(raw)
 errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["non_2xx_3xx"]
-print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load]))
+cpu_us = int(ticks) / int(hz) * 1e6 / max(r["requests"], 1)
+print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load, "%.1f" % cpu_us]))
 EOF
   tail -n 1 "$results" >&2
 }
@@ -113,8 +125,8 @@ EOF
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 say "interleaved rounds: $ROUNDS x (routes x algorithms x contenders), $STEP_SECS s per step"
 for round in $(seq 1 "$ROUNDS"); do
-  for route in /v1/lingo/me/xp /v1/lingo/languages; do
-    for alg in HS256 RS256; do
+  for route in ${ROUTES:-/v1/lingo/me/xp /v1/lingo/languages}; do
+    for alg in ${ALGS:-HS256 RS256}; do
       [ $alg = HS256 ] && ha=$HA_HS || ha=$HA_RS
       one gateway "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$GW$route"
       one haproxy "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$ha$route"
@@ -138,9 +150,14 @@ printf 'rss\tgateway\t%s\nrss\tgateway-nocache\t%s\nrss\thaproxy\t%s\nrss\tlingo
 if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
   say "profiling the gateway (perf, HS256, /v1/lingo/languages, 64 connections)"
   (TOKEN=$HS_TOKEN wrk -t2 -c64 -d10s -s "$bench_dir/bench.lua" "http://127.0.0.1:$GW/v1/lingo/languages" >/dev/null 2>&1 &
-   perf record -F 999 -g -o "$work/perf.data" -p "$gw_pid" -- sleep 8 >/dev/null 2>&1; wait) || true
+   perf record -F 999 --call-graph "${PERF_CALLGRAPH:-fp}" -o "$work/perf.data" -p "$gw_pid" -- sleep 8 >/dev/null 2>&1; wait) || true
+  # perf pads each line to the terminal width and appends two "-" columns: drop them.
+  tidy() { grep -E '^ +[0-9]' | sed -e 's/ *-  *- *$//' -e 's/ *$//' | head -n "$1"; }
   perf report -i "$work/perf.data" --stdio --no-children --sort dso,symbol --percent-limit 1 2>/dev/null \
-    | grep -E '^ +[0-9]' | head -n 40 >"$state/profile.txt" || true
+    | tidy 40 >"$state/profile.txt" || true
+  # Inclusive time by function, to see which stage of a request costs what.
+  perf report -i "$work/perf.data" --stdio --children --sort symbol --percent-limit 2 -g none 2>/dev/null \
+    | tidy 60 >"$state/profile-children.txt" || true
 fi
 
 say "summary"
@@ -149,22 +166,35 @@ import collections, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
 by = collections.defaultdict(list)
-for who, route, alg, conns, rps, p50, p99, errors, load in rows:
-    by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load))
+for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us in rows:
+    by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load, float(cpu_us)))
 med = lambda xs: statistics.median(xs)
 print(f"Load average at start {sys.argv[4]}, at end {sys.argv[5]}.\n")
 print("| route | alg | gateway req/s | gateway, no cache req/s | HAProxy req/s | direct req/s | gateway ÷ HAProxy | no cache ÷ HAProxy | errors |")
 print("|---|---|---|---|---|---|---|---|---|")
 for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
     for alg in ("HS256", "RS256"):
+        if not by[("gateway", route, alg, 64)]:
+            continue
         g, n, h, d = (med([r[0] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
         errs = sum(r[3] for w in ("gateway", "gateway-nocache", "haproxy", "direct") for r in by[(w, route, alg, 64)])
         print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {errs} |")
+print("\nCPU time per request at 64 connections (the contender's own user + system time over the requests it answered; median over the rounds):\n")
+print("| route | alg | gateway µs | gateway, no cache µs | HAProxy µs | HAProxy ÷ gateway | HAProxy ÷ no cache |")
+print("|---|---|---|---|---|---|---|")
+for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
+    for alg in ("HS256", "RS256"):
+        if not by[("gateway", route, alg, 64)]:
+            continue
+        g, n, h = (med([r[5] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy"))
+        print(f"| `{route}` | {alg} | {g:.0f} | {n:.0f} | {h:.0f} | {h/g:.2f}× | {h/n:.2f}× |")
 print("\nMedian over the rounds, 64 connections. p50 at 2 connections, added over the direct call:\n")
 print("| route | alg | direct p50 ms | gateway p50 ms | HAProxy p50 ms | gateway added ms | HAProxy added ms |")
 print("|---|---|---|---|---|---|---|")
 for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
     for alg in ("HS256", "RS256"):
+        if not by[("gateway", route, alg, 2)]:
+            continue
         d, g, h = (med([r[1] for r in by[(w, route, alg, 2)]]) for w in ("direct", "gateway", "haproxy"))
         print(f"| `{route}` | {alg} | {d:.3f} | {g:.3f} | {h:.3f} | {g-d:+.3f} | {h-d:+.3f} |")
 c256 = [r for k, v in by.items() if k[3] == 256 for r in v]
