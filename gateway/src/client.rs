@@ -15,6 +15,7 @@ use bytes::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use thread_local::ThreadLocal;
 
 /// Largest request body the gateway passes on (docs/conventions.md).
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
@@ -48,6 +49,28 @@ pub fn build_client(connect_timeout: Duration) -> UpstreamClient {
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(POOL_IDLE_PER_REPLICA)
         .build(connector)
+}
+
+/// A pooled client for each thread that asks (each gateway worker): a request and the upstream
+/// connection it travels on stay on one thread, and the pools need no lock shared between
+/// threads.
+pub struct PerThreadClient {
+    connect_timeout: Duration,
+    clients: ThreadLocal<UpstreamClient>,
+}
+
+impl PerThreadClient {
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self {
+            connect_timeout,
+            clients: ThreadLocal::new(),
+        }
+    }
+
+    /// The calling thread's client, built on first use.
+    pub fn get(&self) -> &UpstreamClient {
+        self.clients.get_or(|| build_client(self.connect_timeout))
+    }
 }
 
 /// The state of a request body shared between attempts: an attempt whose connection failed never

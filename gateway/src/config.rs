@@ -131,6 +131,10 @@ pub struct GatewayConfig {
     /// How many verified tokens are remembered (0 turns the cache off).
     #[arg(long, env = "TOKEN_CACHE_CAPACITY", default_value_t = 10_000)]
     pub token_cache_capacity: usize,
+    /// Worker threads serving connections, each with its own event loop and upstream
+    /// connections; 0 means one per CPU the process may use.
+    #[arg(long, env = "GATEWAY_WORKERS", default_value_t = 0)]
+    pub workers: usize,
     #[command(flatten)]
     pub auth: AuthConfig,
 }
@@ -161,6 +165,7 @@ impl GatewayConfig {
             trusted_proxies: CidrList::default(),
             header_read_timeout_ms: 10_000,
             rate_limit_max_keys: 200_000,
+            workers: 0,
             // Same secret as shared_auth::testing::TEST_SECRET, so its `token(sub)` works.
             auth: AuthConfig::hs256("test-secret-that-is-long-enough-for-hs256"),
         }
@@ -184,6 +189,14 @@ impl GatewayConfig {
 
     pub fn probe_interval(&self) -> Duration {
         Duration::from_secs(self.upstream_probe_interval_secs.max(1))
+    }
+
+    /// The number of worker threads: as configured, else one per CPU the process may use.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            return self.workers;
+        }
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     }
 }
 

@@ -24,7 +24,9 @@ enum Command {
     MintToken(Box<MintArgs>),
 }
 
-#[tokio::main]
+// The main thread runs start-up, the readiness probes and signals; connections are served by
+// the worker threads of `server`, each with its own event loop.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {

@@ -2,12 +2,12 @@
 //! errors by kind, requests in flight and token-cache hits, in the Prometheus / OpenMetrics text
 //! format. One registry per [`crate::Application`], so several gateways can run in one test process.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -172,14 +172,19 @@ impl Drop for InFlight {
     }
 }
 
-/// Middleware counting every request (mounted inside `request_context`, so statuses are final).
-pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+/// Runs `inner` for `request`, counting it (called inside the request context, so statuses are
+/// final).
+pub async fn tracked<F, Fut>(metrics: &Metrics, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let group = route_group(request.uri().path());
     let method = method_label(request.method());
     metrics.in_flight.inc();
     let guard = InFlight(metrics.in_flight.clone());
     let started = Instant::now();
-    let response = next.run(request).await;
+    let response = inner(request).await;
     drop(guard);
     metrics
         .latency

@@ -15,7 +15,7 @@ use axum::response::Response;
 use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
 
-use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, UpstreamClient};
+use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, PerThreadClient};
 use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, Replica, UpstreamGroup};
@@ -160,7 +160,7 @@ fn upstream_timeout() -> Problem {
 }
 
 pub struct Proxy {
-    client: UpstreamClient,
+    client: PerThreadClient,
     timeout: Duration,
     metrics: Arc<Metrics>,
 }
@@ -184,7 +184,7 @@ enum Failure {
 }
 
 impl Proxy {
-    pub fn new(client: UpstreamClient, timeout: Duration, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: PerThreadClient, timeout: Duration, metrics: Arc<Metrics>) -> Self {
         Self {
             client,
             timeout,
@@ -264,7 +264,7 @@ impl Proxy {
         *upstream_request.uri_mut() = uri;
         *upstream_request.headers_mut() = headers;
 
-        let sent = tokio::time::timeout_at(deadline, self.client.request(upstream_request))
+        let sent = tokio::time::timeout_at(deadline, self.client.get().request(upstream_request))
             .instrument(span.clone())
             .await;
         let error = match sent {

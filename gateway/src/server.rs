@@ -2,35 +2,99 @@
 //! head (a client that sends part of a head and idles is disconnected), `TCP_NODELAY`, the peer
 //! address handed to the router as `ConnectInfo`, and a graceful shutdown that stops accepting and
 //! waits for the connections in flight.
+//!
+//! Connections are served by worker threads, each running its own single-threaded event loop
+//! and accepting from the one shared listener (the model of HAProxy, nginx and Envoy). A
+//! connection, its requests and the upstream connections they use stay on one thread, so a
+//! request is never handed between threads: on a multi-threaded runtime those hand-offs (a
+//! thread woken for every step) cost more than the proxying itself.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
-use axum::middleware::from_fn;
 use hyper::body::Incoming;
+use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use shared_auth::http::serve::name_allowed_methods;
 use tokio::net::TcpListener;
-use tower::{Layer as _, ServiceExt as _};
+use tokio::sync::{oneshot, watch};
 
-/// Serves `router` on `listener` until `shutdown` resolves, then waits for open connections to
-/// finish their requests.
+use crate::Frontend;
+
+/// Serves `frontend` on `listener` with `workers` threads until `shutdown` resolves, then waits
+/// for open connections to finish their requests.
 pub async fn serve<F>(
     listener: TcpListener,
-    router: Router,
+    frontend: Frontend,
     header_read_timeout: Duration,
+    workers: usize,
     shutdown: F,
 ) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send + 'static,
+{
+    let listener = listener.into_std()?;
+    let (stop, stopped) = watch::channel(false);
+    let mut finished = Vec::with_capacity(workers);
+    for index in 0..workers.max(1) {
+        let listener = listener.try_clone()?;
+        let frontend = frontend.clone();
+        let stopped = stopped.clone();
+        let (done, finished_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("gateway-worker-{index}"))
+            .spawn(move || {
+                let served = run_worker(listener, frontend, header_read_timeout, stopped);
+                let _ = done.send(served);
+            })?;
+        finished.push(finished_rx);
+    }
+    drop(listener);
+
+    shutdown.await;
+    let _ = stop.send(true);
+    for worker in finished {
+        // A worker that panicked dropped its sender: report it rather than hide it.
+        worker
+            .await
+            .map_err(|_| std::io::Error::other("a gateway worker thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// One worker: a single-threaded runtime accepting from `listener` until told to stop.
+fn run_worker(
+    listener: std::net::TcpListener,
+    frontend: Frontend,
+    header_read_timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = TcpListener::from_std(listener)?;
+        let stop = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        };
+        accept_loop(listener, frontend, header_read_timeout, stop).await;
+        Ok(())
+    })
+}
+
+async fn accept_loop<F>(
+    listener: TcpListener,
+    frontend: Frontend,
+    header_read_timeout: Duration,
+    shutdown: F,
+) where
+    F: Future<Output = ()>,
 {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -39,8 +103,6 @@ where
         .header_read_timeout(header_read_timeout)
         .keep_alive(true);
     let builder = Arc::new(builder);
-    // axum adds `Allow` to a 405 only outside the router's own layers: name the methods here.
-    let app = from_fn(name_allowed_methods).layer(router);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -57,17 +119,16 @@ where
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = app
-            .clone()
-            .map_request(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(ConnectInfo(peer));
-                request.map(Body::new)
-            });
+        let frontend = frontend.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let answer = frontend.clone().handle(request.map(Body::new));
+            async move { Ok::<_, Infallible>(answer.await) }
+        });
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let connection =
-                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, %peer, "connection ended with an error");
             }
@@ -75,5 +136,4 @@ where
     }
     drop(listener);
     graceful.shutdown().await;
-    Ok(())
 }

@@ -2,6 +2,7 @@
 //! and the guarantee that no 4xx/5xx leaves without a problem body (axum's own rejections, tower
 //! layers and unknown routes included).
 
+use std::future::Future;
 use std::time::Instant;
 
 use axum::body::{Body, to_bytes};
@@ -38,11 +39,24 @@ fn request_id_of(request: &Request) -> String {
 }
 
 /// Middleware: assign the request id, log the request, and turn bare error responses into problems.
-pub async fn request_context(mut request: Request, next: Next) -> Response {
+pub async fn request_context(request: Request, next: Next) -> Response {
+    in_request_context(request, |request| next.run(request)).await
+}
+
+/// What [`request_context`] does around `inner`, for a binary that calls its router itself (the
+/// gateway, where each middleware layer is a measurable share of a proxied request's cost).
+pub async fn in_request_context<F, Fut>(mut request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let id = request_id_of(&request);
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    let id_header = HeaderValue::from_str(&id).ok();
+    if let Some(value) = &id_header {
         // Handlers and the gateway's proxy see (and forward) the id we settled on.
-        request.headers_mut().insert(X_REQUEST_ID.clone(), value);
+        request
+            .headers_mut()
+            .insert(X_REQUEST_ID.clone(), value.clone());
     }
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -50,13 +64,13 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
 
     let mut response = context::scope(id.clone(), async move {
-        let response = next.run(request).await;
+        let response = inner(request).await;
         ensure_problem_body(response).await
     })
     .instrument(span.clone())
     .await;
 
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    if let Some(value) = id_header {
         response.headers_mut().insert(X_REQUEST_ID.clone(), value);
     }
     span.record("http.response.status_code", response.status().as_u16());
@@ -73,7 +87,8 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
 }
 
 /// The server span of a request: a child of the caller's `traceparent` when there is one, carrying
-/// the request id and trace id so every log line inside it names both.
+/// the request id and (while spans are exported) the trace id, so every log line inside it names
+/// both.
 fn server_span(request: &Request, request_id: &str) -> tracing::Span {
     let method = request.method();
     let route = request
@@ -90,8 +105,12 @@ fn server_span(request: &Request, request_id: &str) -> tracing::Span {
         request_id = %request_id,
         trace_id = tracing::field::Empty,
     );
-    let _ = span.set_parent(telemetry::extract_context(request.headers()));
-    span.record("trace_id", telemetry::trace_id(&span));
+    // Without an exporter there is no trace to join or to name: the log lines carry no trace id
+    // (rather than one of zeros), and the caller's `traceparent` goes upstream unchanged.
+    if telemetry::exporting() {
+        let _ = span.set_parent(telemetry::extract_context(request.headers()));
+        span.record("trace_id", telemetry::trace_id(&span));
+    }
     span
 }
 

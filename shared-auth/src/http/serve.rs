@@ -110,9 +110,13 @@ impl Connection {
 }
 
 /// Middleware around the whole router: a 405 problem gets a `detail` naming its `Allow` header.
-/// Public so a binary with its own server (the gateway) wraps its router the same way.
 pub async fn name_allowed_methods(request: axum::extract::Request, next: Next) -> Response {
-    let response = next.run(request).await;
+    with_allowed_methods_named(next.run(request).await).await
+}
+
+/// What [`name_allowed_methods`] does to a response, for a binary that calls its router itself
+/// (the gateway): a 405 problem gets a `detail` naming its `Allow` header.
+pub async fn with_allowed_methods_named(response: Response) -> Response {
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         return response;
     }
