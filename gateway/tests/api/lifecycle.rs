@@ -36,3 +36,37 @@ async fn shutdown_drains_in_flight_requests_and_refuses_new_connections() {
         .expect("task")
         .expect("serve");
 }
+
+/// Several worker threads share the listener: many clients at once, each on its own connection,
+/// are all proxied (each on the worker that accepted it), and shutdown still drains them all.
+#[tokio::test]
+async fn several_workers_serve_concurrent_connections_and_drain_on_shutdown() {
+    let mut stack = Stack::start_with(|config| config.workers = 3).await;
+    // A client each, so each request has a connection of its own.
+    let requests = (0..24).map(|n| {
+        let url = stack
+            .gateway
+            .url(&format!("/v1/lingo/languages?sleep_ms=200&n={n}"));
+        async move { client().get(url).send().await }
+    });
+    let answers = futures_util::future::join_all(requests);
+    let answers = tokio::spawn(answers);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stack.lingo.hits() < 24 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of 24 requests reached the upstream",
+            stack.lingo.hits()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let serving = stack.gateway.shutdown();
+    for answer in answers.await.expect("task") {
+        assert_eq!(answer.expect("answered").status(), 200);
+    }
+    tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("every worker drains and stops")
+        .expect("task")
+        .expect("serve");
+}

@@ -1,6 +1,7 @@
 //! Bearer-token verification (docs/authentication.md), shared by the gateway and both services so that
 //! all three refuse exactly the same tokens with exactly the same answers.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -99,12 +100,25 @@ fn parse_algorithm(name: &str) -> Result<Algorithm, ConfigError> {
     }
 }
 
+/// What a token signed with `alg` must satisfy besides its signature.
+fn validation(alg: Algorithm, config: &AuthConfig) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.leeway = config.auth_leeway_secs;
+    validation.validate_nbf = true;
+    validation.set_issuer(&[&config.auth_issuer]);
+    validation.set_audience(&[&config.auth_audience]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    validation
+}
+
 /// Verifies bearer tokens against the configured issuer, audience, algorithms and keys.
 pub struct Verifier {
     issuer: String,
     audience: String,
     leeway_secs: u64,
     allowed: Vec<Algorithm>,
+    /// The checks for each allowed algorithm, built once (not per token).
+    validations: Vec<(Algorithm, Validation)>,
     secret: Option<DecodingKey>,
     jwks: Option<Arc<JwksStore>>,
 }
@@ -166,11 +180,16 @@ impl Verifier {
                 Some(store)
             }
         };
+        let validations = allowed
+            .iter()
+            .map(|alg| (*alg, validation(*alg, config)))
+            .collect();
         Ok(Arc::new(Self {
             issuer: config.auth_issuer.clone(),
             audience: config.auth_audience.clone(),
             leeway_secs: config.auth_leeway_secs,
             allowed,
+            validations,
             secret,
             jwks,
         }))
@@ -191,7 +210,12 @@ impl Verifier {
             return Err(AuthError::InvalidToken("crit header not supported"));
         }
         let key = self.key_for(header.alg, header.kid.as_deref()).await?;
-        let token = jsonwebtoken::decode::<TokenClaims>(token, &key, &self.validation(header.alg))
+        let validation = self
+            .validations
+            .iter()
+            .find_map(|(alg, validation)| (*alg == header.alg).then_some(validation))
+            .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
+        let token = jsonwebtoken::decode::<TokenClaims>(token, &key, validation)
             .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
             .claims;
         if !token.iss.is_string() {
@@ -200,30 +224,25 @@ impl Verifier {
         self.check_claims(token.claims)
     }
 
-    async fn key_for(&self, alg: Algorithm, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
+    async fn key_for(
+        &self,
+        alg: Algorithm,
+        kid: Option<&str>,
+    ) -> Result<Cow<'_, DecodingKey>, AuthError> {
         if alg == Algorithm::HS256 {
             // Only the configured secret ever verifies an HMAC token: never a public key from
             // the JWKS (that is the HS/RS confusion attack).
             return self
                 .secret
-                .clone()
+                .as_ref()
+                .map(Cow::Borrowed)
                 .ok_or(AuthError::InvalidToken("algorithm not allowed"));
         }
         let store = self
             .jwks
             .as_ref()
             .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
-        store.key_for(alg, kid).await
-    }
-
-    fn validation(&self, alg: Algorithm) -> Validation {
-        let mut validation = Validation::new(alg);
-        validation.leeway = self.leeway_secs;
-        validation.validate_nbf = true;
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation
+        store.key_for(alg, kid).await.map(Cow::Owned)
     }
 
     fn check_claims(&self, claims: Claims) -> Result<Caller, AuthError> {
