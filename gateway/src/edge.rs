@@ -4,8 +4,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
+use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared_auth::Problem;
 
@@ -16,12 +17,28 @@ use crate::ratelimit::{Budget, Decision, RateLimiter};
 use crate::routes;
 
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
+    let has_body = !request.body().is_end_stream();
     let mut decision = None;
-    let mut response = serve(&state, request, &mut decision)
-        .await
-        .unwrap_or_else(IntoResponse::into_response);
+    let mut response = match serve(&state, request, &mut decision).await {
+        Ok(response) => response,
+        Err(problem) => refused(problem, has_body),
+    };
     if let Some(decision) = decision {
         decision.apply(response.headers_mut());
+    }
+    response
+}
+
+/// A request the gateway answers itself. Its body, if any, was not read: the connection must not
+/// carry another request (the rest of the body would be read as one), and a client that sees a
+/// keep-alive answer may reuse the connection just as the server closes it. `Connection: close`
+/// tells it not to.
+fn refused(problem: Problem, has_body: bool) -> Response {
+    let mut response = problem.into_response();
+    if has_body {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
 }

@@ -111,10 +111,12 @@ async fn a_2_mib_body_is_413_and_never_reaches_the_upstream() {
         .await
         .expect("request");
     assert_eq!(response.status(), 413);
+    // The body was not read: the client is told not to reuse the connection.
+    assert_eq!(response.headers()["connection"], "close");
     assert_eq!(problem(response).await["code"], "payload_too_large");
     assert_eq!(stack.hits(), 0);
 
-    // Exactly 1 MiB passes.
+    // Exactly 1 MiB passes (on a new connection).
     let response = stack
         .gateway
         .client
