@@ -144,17 +144,14 @@ impl Application {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
         let port = listener.local_addr()?.port();
-        tracing::info!(
-            addr = %listener.local_addr()?,
-            workers = config.worker_count(),
-            "gateway listening"
-        );
+        let workers = config.worker_count();
+        tracing::info!(addr = %listener.local_addr()?, workers, "gateway listening");
         Ok(Self {
             listener,
             port,
             frontend,
             header_read_timeout: config.header_read_timeout(),
-            workers: config.worker_count(),
+            workers,
             background: vec![probes],
         })
     }

@@ -41,8 +41,9 @@ where
 {
     let listener = listener.into_std()?;
     let (stop, stopped) = watch::channel(false);
+    let workers = workers.max(1);
     let mut finished = Vec::with_capacity(workers);
-    for index in 0..workers.max(1) {
+    for index in 0..workers {
         let listener = listener.try_clone()?;
         let frontend = frontend.clone();
         let stopped = stopped.clone();

@@ -116,8 +116,7 @@ pub struct Verifier {
     issuer: String,
     audience: String,
     leeway_secs: u64,
-    allowed: Vec<Algorithm>,
-    /// The checks for each allowed algorithm, built once (not per token).
+    /// The allowed algorithms, each with its checks, built once (not per token).
     validations: Vec<(Algorithm, Validation)>,
     secret: Option<DecodingKey>,
     jwks: Option<Arc<JwksStore>>,
@@ -128,7 +127,14 @@ impl std::fmt::Debug for Verifier {
         f.debug_struct("Verifier")
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
-            .field("allowed", &self.allowed)
+            .field(
+                "allowed",
+                &self
+                    .validations
+                    .iter()
+                    .map(|(alg, _)| alg)
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -188,7 +194,6 @@ impl Verifier {
             issuer: config.auth_issuer.clone(),
             audience: config.auth_audience.clone(),
             leeway_secs: config.auth_leeway_secs,
-            allowed,
             validations,
             secret,
             jwks,
@@ -202,19 +207,16 @@ impl Verifier {
         }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| AuthError::InvalidToken("malformed token or unsupported alg"))?;
-        if !self.allowed.contains(&header.alg) {
-            return Err(AuthError::InvalidToken("algorithm not allowed"));
-        }
-        if header.crit.is_some() {
-            // RFC 7515 section 4.1.11: we understand no extension, so any `crit` is fatal.
-            return Err(AuthError::InvalidToken("crit header not supported"));
-        }
-        let key = self.key_for(header.alg, header.kid.as_deref()).await?;
         let validation = self
             .validations
             .iter()
             .find_map(|(alg, validation)| (*alg == header.alg).then_some(validation))
             .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
+        if header.crit.is_some() {
+            // RFC 7515 section 4.1.11: we understand no extension, so any `crit` is fatal.
+            return Err(AuthError::InvalidToken("crit header not supported"));
+        }
+        let key = self.key_for(header.alg, header.kid.as_deref()).await?;
         let token = jsonwebtoken::decode::<TokenClaims>(token, &key, validation)
             .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
             .claims;
