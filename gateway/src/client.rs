@@ -1,32 +1,37 @@
-//! The gateway's upstream HTTP client and the request body it sends: a pooled HTTP/1.1 client
-//! (keep-alive, `TCP_NODELAY`), and a body that streams the client's body through with the 1 MiB
-//! limit while remembering whether an attempt ever polled it (only an attempt that never did may
-//! be retried on another replica). A leaf: proxying and probing both use it.
+//! The gateway's upstream HTTP client and the request body it sends: HTTP/1.1 keep-alive
+//! connections (`TCP_NODELAY`) pooled per thread and replica, and a body that streams the
+//! client's body through with the 1 MiB limit while remembering whether an attempt ever polled it
+//! (only an attempt that never did may be retried on another replica). A leaf: proxying and
+//! probing both use it.
+//!
+//! The pool is hyper's connection API with a thread-local list of idle connections, not
+//! hyper-util's pooled client: that one locks its pool and spawns a task per response to return
+//! the connection, which showed in the gateway's profile. Each gateway worker is one thread, so a
+//! request, its upstream connection and the pool it returns to stay on that thread.
 
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::body::HttpBody as _;
+use axum::http::uri::Authority;
+use axum::http::{HeaderValue, Request, Response, header};
 use bytes::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use thread_local::ThreadLocal;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 
 /// Largest request body the gateway passes on (docs/conventions.md).
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
 
-/// Idle keep-alive connections kept per replica: enough for 256 concurrent clients.
+/// Idle keep-alive connections kept per replica and thread: enough for 256 concurrent clients.
 const POOL_IDLE_PER_REPLICA: usize = 512;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The pooled client used for proxying and probing.
-pub type UpstreamClient = Client<HttpConnector, OutBody>;
 
 /// How long an idle upstream connection stays pooled. The services close a keep-alive connection
 /// that idles for their header read timeout (10 s by default); a pooled connection must be
@@ -34,42 +39,222 @@ pub type UpstreamClient = Client<HttpConnector, OutBody>;
 /// closing at that moment (a reset, or a 502 for a request that never arrived).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The gateway's HTTP client: HTTP/1.1 keep-alive connections pooled per replica, `TCP_NODELAY`,
-/// a connect timeout, no proxy from the environment, no redirects, no body timeout (only the time
-/// to response headers is bounded, by the caller).
-pub fn build_client(connect_timeout: Duration) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_keepalive(Some(Duration::from_secs(60)));
-    connector.enforce_http(true);
-    Client::builder(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .pool_max_idle_per_host(POOL_IDLE_PER_REPLICA)
-        .build(connector)
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One replica as the client sees it: the `host:port` it dials (and pools by), and the `Host`
+/// header it sends.
+pub struct Endpoint {
+    authority: Authority,
+    host: HeaderValue,
 }
 
-/// A pooled client for each thread that asks (each gateway worker): a request and the upstream
-/// connection it travels on stay on one thread, and the pools need no lock shared between
-/// threads.
-pub struct PerThreadClient {
+impl Endpoint {
+    pub fn new(authority: Authority) -> Self {
+        let host = HeaderValue::from_str(authority.as_str())
+            .unwrap_or(HeaderValue::from_static("invalid.invalid"));
+        Self { authority, host }
+    }
+
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
+}
+
+/// Why a request got no response.
+#[derive(Debug)]
+pub enum SendError {
+    /// Nothing reached the replica: no connection could be made, or it closed before the request
+    /// went out. Another replica may be tried.
+    NotSent(std::io::Error),
+    /// The request failed on an established connection; it may have been (partly) sent.
+    Failed(hyper::Error),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::NotSent(error) => write!(f, "not sent: {error}"),
+            SendError::Failed(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// The upstream client used for proxying and probing.
+pub struct UpstreamClient {
     connect_timeout: Duration,
-    clients: ThreadLocal<UpstreamClient>,
 }
 
-impl PerThreadClient {
+impl UpstreamClient {
     pub fn new(connect_timeout: Duration) -> Self {
-        Self {
-            connect_timeout,
-            clients: ThreadLocal::new(),
+        Self { connect_timeout }
+    }
+
+    /// Sends `request` (its URI in origin form, `/path?query`) to `endpoint` on an idle pooled
+    /// connection of this thread, or on a new one. A pooled connection that turns out to be
+    /// closed before the request went out is set aside and the next one tried.
+    pub async fn send(
+        &self,
+        endpoint: &Endpoint,
+        mut request: Request<OutBody>,
+    ) -> Result<Response<PooledBody>, SendError> {
+        request
+            .headers_mut()
+            .insert(header::HOST, endpoint.host.clone());
+        loop {
+            let (mut sender, reused) = match take_idle(&endpoint.authority).await {
+                Some(sender) => (sender, true),
+                None => (self.connect(&endpoint.authority).await?, false),
+            };
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    let authority = endpoint.authority.clone();
+                    return Ok(response.map(|body| PooledBody::new(body, authority, sender)));
+                }
+                Err(mut error) => match error.take_message() {
+                    Some(unsent) if reused => request = unsent,
+                    Some(_) => {
+                        return Err(SendError::NotSent(std::io::Error::other(
+                            error.into_error(),
+                        )));
+                    }
+                    None => return Err(SendError::Failed(error.into_error())),
+                },
+            }
         }
     }
 
-    /// The calling thread's client, built on first use.
-    pub fn get(&self) -> &UpstreamClient {
-        self.clients.get_or(|| build_client(self.connect_timeout))
+    async fn connect(&self, authority: &Authority) -> Result<SendRequest<OutBody>, SendError> {
+        let connecting = TcpStream::connect(authority.as_str());
+        let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return Err(SendError::NotSent(error)),
+            Err(_elapsed) => {
+                return Err(SendError::NotSent(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                )));
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|error| SendError::NotSent(std::io::Error::other(error)))?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "upstream connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+struct IdleConnection {
+    sender: SendRequest<OutBody>,
+    since: Instant,
+}
+
+thread_local! {
+    /// This thread's idle upstream connections by replica, oldest first.
+    static IDLE: RefCell<HashMap<Authority, VecDeque<IdleConnection>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// The most recently pooled connection to `authority` that is still open and ready.
+async fn take_idle(authority: &Authority) -> Option<SendRequest<OutBody>> {
+    while let Some(mut sender) = pop_idle(authority) {
+        // Ready once its connection has finished the previous exchange; an error if it closed.
+        if sender.ready().await.is_ok() {
+            return Some(sender);
+        }
+    }
+    None
+}
+
+fn pop_idle(authority: &Authority) -> Option<SendRequest<OutBody>> {
+    IDLE.with_borrow_mut(|idle| {
+        let connections = idle.get_mut(authority)?;
+        while let Some(connection) = connections.pop_back() {
+            if connection.since.elapsed() > POOL_IDLE_TIMEOUT {
+                // The older ones have idled even longer.
+                connections.clear();
+                return None;
+            }
+            if !connection.sender.is_closed() {
+                return Some(connection.sender);
+            }
+        }
+        None
+    })
+}
+
+fn put_idle(authority: Authority, sender: SendRequest<OutBody>) {
+    // A thread that is exiting has no pool left: the connection just closes.
+    let _ = IDLE.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let connections = idle.entry(authority).or_default();
+        while connections.len() >= POOL_IDLE_PER_REPLICA
+            || connections
+                .front()
+                .is_some_and(|oldest| oldest.since.elapsed() > POOL_IDLE_TIMEOUT)
+        {
+            connections.pop_front();
+        }
+        connections.push_back(IdleConnection {
+            sender,
+            since: Instant::now(),
+        });
+    });
+}
+
+/// An upstream response body that returns its connection to the pool once it has been read to
+/// the end. A body dropped before its end takes the connection with it (hyper closes it).
+pub struct PooledBody {
+    body: Incoming,
+    connection: Option<(Authority, SendRequest<OutBody>)>,
+    ended: bool,
+}
+
+impl PooledBody {
+    fn new(body: Incoming, authority: Authority, sender: SendRequest<OutBody>) -> Self {
+        Self {
+            body,
+            connection: Some((authority, sender)),
+            ended: false,
+        }
+    }
+}
+
+impl http_body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        if (self.ended || self.body.is_end_stream())
+            && let Some((authority, sender)) = self.connection.take()
+        {
+            put_idle(authority, sender);
+        }
     }
 }
 

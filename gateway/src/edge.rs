@@ -16,10 +16,15 @@ use crate::proxy::{Outgoing, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
 use crate::routes;
 
+/// The router's fallback: every path that is none of the gateway's own routes.
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
+    handle(&state, request).await
+}
+
+pub async fn handle(state: &AppState, request: Request) -> Response {
     let has_body = !request.body().is_end_stream();
     let mut decision = None;
-    let mut response = match serve(&state, request, &mut decision).await {
+    let mut response = match serve(state, request, &mut decision).await {
         Ok(response) => response,
         Err(problem) => refused(problem, has_body),
     };

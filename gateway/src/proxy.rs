@@ -15,7 +15,7 @@ use axum::response::Response;
 use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
 
-use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, PerThreadClient};
+use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, PooledBody, SendError, UpstreamClient};
 use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, Replica, UpstreamGroup};
@@ -160,7 +160,7 @@ fn upstream_timeout() -> Problem {
 }
 
 pub struct Proxy {
-    client: PerThreadClient,
+    client: UpstreamClient,
     timeout: Duration,
     metrics: Arc<Metrics>,
 }
@@ -184,7 +184,7 @@ enum Failure {
 }
 
 impl Proxy {
-    pub fn new(client: PerThreadClient, timeout: Duration, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: UpstreamClient, timeout: Duration, metrics: Arc<Metrics>) -> Self {
         Self {
             client,
             timeout,
@@ -264,9 +264,12 @@ impl Proxy {
         *upstream_request.uri_mut() = uri;
         *upstream_request.headers_mut() = headers;
 
-        let sent = tokio::time::timeout_at(deadline, self.client.get().request(upstream_request))
-            .instrument(span.clone())
-            .await;
+        let sent = tokio::time::timeout_at(
+            deadline,
+            self.client.send(&replica.endpoint, upstream_request),
+        )
+        .instrument(span.clone())
+        .await;
         let error = match sent {
             Ok(Ok(response)) => {
                 span.record("http.response.status_code", response.status().as_u16());
@@ -280,7 +283,7 @@ impl Proxy {
             }
         };
         let body_polled = body_state.as_ref().is_some_and(|b| b.was_polled());
-        if error.is_connect() && !body_polled {
+        if matches!(error, SendError::NotSent(_)) && !body_polled {
             self.metrics.upstream_error(label, "connect");
             tracing::warn!(upstream = %replica.base, error = %error, "cannot connect to replica");
             group.mark_refused(replica, Instant::now());
@@ -322,7 +325,7 @@ fn unavailable(label: &str, why: NoReplica) -> Problem {
 }
 
 /// The upstream's answer with its body streamed through and its hop-by-hop headers removed.
-fn into_response(upstream: axum::http::Response<hyper::body::Incoming>) -> Response {
+fn into_response(upstream: axum::http::Response<PooledBody>) -> Response {
     let (mut parts, body) = upstream.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, Body::new(body))

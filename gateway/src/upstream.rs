@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::http::uri::{Authority, PathAndQuery, Scheme};
+use axum::http::uri::{Authority, PathAndQuery};
 use axum::http::{Method, Request, Uri};
 use bytes::Bytes;
 use reqwest::Url;
 
-use crate::client::{OutBody, UpstreamClient};
+use crate::client::{Endpoint, OutBody, UpstreamClient};
 use crate::metrics::Metrics;
 use crate::routes::Group;
 
@@ -20,8 +20,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Replica {
     pub base: Url,
-    /// `host:port` of the replica, parsed once.
-    authority: Authority,
+    /// Where the client connects, from `host:port` parsed once.
+    pub endpoint: Endpoint,
     /// The base URL's path without its trailing `/` (usually empty).
     base_path: String,
     /// Set when the replica refused a connection: skipped until then.
@@ -36,9 +36,10 @@ impl Replica {
             Some(port) => format!("{}:{port}", base.host_str().unwrap_or_default()),
             None => base.host_str().unwrap_or_default().to_owned(),
         };
+        let authority = Authority::try_from(authority.as_str())
+            .unwrap_or_else(|_| Authority::from_static("invalid.invalid"));
         Self {
-            authority: Authority::try_from(authority.as_str())
-                .unwrap_or_else(|_| Authority::from_static("invalid.invalid")),
+            endpoint: Endpoint::new(authority),
             base_path: base.path().trim_end_matches('/').to_owned(),
             base,
             cooldown_until: Mutex::new(None),
@@ -68,21 +69,15 @@ impl Replica {
         self.probe_ok.load(Ordering::Relaxed)
     }
 
-    /// The URI of `path_and_query` on this replica: the parsed authority with the request's own
-    /// path and query, joined to the base path only when the base has one.
+    /// The request target of `path_and_query` on this replica, in origin form: the request's
+    /// own path and query, joined to the base path only when the base has one.
     pub fn uri_for(&self, path_and_query: PathAndQuery) -> Option<Uri> {
-        let path_and_query = if self.base_path.is_empty() {
-            path_and_query
-        } else {
-            let joined = [self.base_path.as_str(), path_and_query.as_str()].concat();
-            PathAndQuery::from_maybe_shared(Bytes::from(joined)).ok()?
-        };
-        Uri::builder()
-            .scheme(Scheme::HTTP)
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .ok()
+        if self.base_path.is_empty() {
+            return Some(Uri::from(path_and_query));
+        }
+        let joined = [self.base_path.as_str(), path_and_query.as_str()].concat();
+        let path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(joined)).ok()?;
+        Some(Uri::from(path_and_query))
     }
 }
 
@@ -207,7 +202,8 @@ async fn probe_replica(client: &UpstreamClient, replica: &Replica) -> bool {
     else {
         return false;
     };
-    let answered = tokio::time::timeout(PROBE_TIMEOUT, client.request(request)).await;
+    let answered =
+        tokio::time::timeout(PROBE_TIMEOUT, client.send(&replica.endpoint, request)).await;
     matches!(answered, Ok(Ok(response)) if response.status().is_success())
 }
 
@@ -294,14 +290,12 @@ mod tests {
         let path = || PathAndQuery::from_static("/v1/news/articles?limit=2");
         let replica = Replica::new(Url::parse("http://h:1/prefix/").expect("url"));
         let uri = replica.uri_for(path()).expect("uri");
-        assert_eq!(
-            uri.to_string(),
-            "http://h:1/prefix/v1/news/articles?limit=2"
-        );
+        assert_eq!(uri.to_string(), "/prefix/v1/news/articles?limit=2");
         let plain = Replica::new(Url::parse("http://h").expect("url"));
         assert_eq!(
             plain.uri_for(path()).expect("uri").to_string(),
-            "http://h:80/v1/news/articles?limit=2"
+            "/v1/news/articles?limit=2"
         );
+        assert_eq!(plain.endpoint.authority().as_str(), "h:80");
     }
 }

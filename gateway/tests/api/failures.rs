@@ -50,6 +50,72 @@ async fn hang_up_replica() -> (String, Arc<AtomicUsize>) {
     (format!("http://{addr}"), requests)
 }
 
+/// A keep-alive HTTP/1.1 replica that closes a connection once it has idled for `idle_close`,
+/// as the services do after their header read timeout (much shorter here). Counts the
+/// connections that carried a `/v1` request.
+async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut counted = false;
+                let mut buffer = [0u8; 4096];
+                loop {
+                    // Bodiless requests: each ends with its blank line.
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let request: Vec<u8> = pending.drain(..end + 4).collect();
+                        if request.starts_with(b"GET /v1/") && !counted {
+                            counted = true;
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(ok.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    match tokio::time::timeout(idle_close, socket.read(&mut buffer)).await {
+                        Ok(Ok(n)) if n > 0 => pending.extend_from_slice(&buffer[..n]),
+                        _ => return,
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), connections)
+}
+
+#[tokio::test]
+async fn upstream_connections_are_reused_and_one_the_replica_closed_is_replaced_unseen() {
+    let (url, connections) = idle_closing_replica(Duration::from_millis(300)).await;
+    let mut config = config(&[], &[]);
+    config.lingo_upstreams.0 = vec![url.parse().expect("url")];
+    let gateway = TestGateway::start(config).await;
+
+    for _ in 0..5 {
+        assert_eq!(gateway.get("/v1/lingo/languages").await.status(), 200);
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "one pooled connection"
+    );
+
+    // The replica closes the idle connection; the next requests find it closed, not broken.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for _ in 0..3 {
+        assert_eq!(gateway.get("/v1/lingo/languages").await.status(), 200);
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+}
+
 async fn replica_of(response: reqwest::Response) -> String {
     assert_eq!(response.status(), 200);
     let echo: Value = response.json().await.expect("echo");
