@@ -187,16 +187,42 @@ fn pop_idle(authority: &Authority) -> Option<SendRequest<OutBody>> {
     })
 }
 
+/// Closes this thread's pooled connections once they have idled for [`POOL_IDLE_TIMEOUT`],
+/// checking every second; run by each thread that pools connections (each gateway worker, and
+/// the probes' runtime). The gateway must be the side that closes an idle connection, before the
+/// service's own idle timeout does: the side that closes first keeps the TIME_WAIT, and with the
+/// TIME_WAIT on the service's side a new connection that happens to reuse the port can lose its
+/// SYN and wait a second to retransmit it (a benchmark saw every connect time out at 1 s that
+/// way, and the replica put in cooldown).
+pub async fn close_idle_connections_forever() {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        ticker.tick().await;
+        IDLE.with_borrow_mut(|idle| {
+            for connections in idle.values_mut() {
+                drop_expired(connections);
+            }
+        });
+    }
+}
+
+/// Drops (and so closes) the connections at the front that have idled too long.
+fn drop_expired(connections: &mut VecDeque<IdleConnection>) {
+    while connections
+        .front()
+        .is_some_and(|oldest| oldest.since.elapsed() > POOL_IDLE_TIMEOUT)
+    {
+        connections.pop_front();
+    }
+}
+
 fn put_idle(authority: Authority, sender: SendRequest<OutBody>) {
     // A thread that is exiting has no pool left: the connection just closes.
     let _ = IDLE.try_with(|idle| {
         let mut idle = idle.borrow_mut();
         let connections = idle.entry(authority).or_default();
-        while connections.len() >= POOL_IDLE_PER_REPLICA
-            || connections
-                .front()
-                .is_some_and(|oldest| oldest.since.elapsed() > POOL_IDLE_TIMEOUT)
-        {
+        drop_expired(connections);
+        if connections.len() >= POOL_IDLE_PER_REPLICA {
             connections.pop_front();
         }
         connections.push_back(IdleConnection {

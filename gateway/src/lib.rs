@@ -152,7 +152,10 @@ impl Application {
             frontend,
             header_read_timeout: config.header_read_timeout(),
             workers,
-            background: vec![probes],
+            background: vec![
+                probes,
+                tokio::spawn(client::close_idle_connections_forever()),
+            ],
         })
     }
 

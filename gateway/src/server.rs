@@ -25,7 +25,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
-use crate::Frontend;
+use crate::{Frontend, client};
 
 /// Serves `frontend` on `listener` with `workers` threads until `shutdown` resolves, then waits
 /// for open connections to finish their requests.
@@ -81,10 +81,12 @@ fn run_worker(
         .build()?;
     runtime.block_on(async move {
         let listener = TcpListener::from_std(listener)?;
+        let idle_closer = tokio::spawn(client::close_idle_connections_forever());
         let stop = async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         };
         accept_loop(listener, frontend, header_read_timeout, stop).await;
+        idle_closer.abort();
         Ok(())
     })
 }

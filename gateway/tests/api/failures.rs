@@ -50,17 +50,25 @@ async fn hang_up_replica() -> (String, Arc<AtomicUsize>) {
     (format!("http://{addr}"), requests)
 }
 
+/// What [`idle_closing_replica`] counts.
+#[derive(Default)]
+struct ConnectionCounts {
+    /// Connections that carried a `/v1` request.
+    used: AtomicUsize,
+    /// Of those, the ones the gateway closed (the replica read end of file).
+    closed_by_gateway: AtomicUsize,
+}
+
 /// A keep-alive HTTP/1.1 replica that closes a connection once it has idled for `idle_close`,
-/// as the services do after their header read timeout (much shorter here). Counts the
-/// connections that carried a `/v1` request.
-async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<AtomicUsize>) {
+/// as the services do after their header read timeout.
+async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<ConnectionCounts>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counter = connections.clone();
+    let counts = Arc::new(ConnectionCounts::default());
+    let counter = counts.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             let counter = counter.clone();
@@ -74,7 +82,7 @@ async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<AtomicUsize>
                         let request: Vec<u8> = pending.drain(..end + 4).collect();
                         if request.starts_with(b"GET /v1/") && !counted {
                             counted = true;
-                            counter.fetch_add(1, Ordering::SeqCst);
+                            counter.used.fetch_add(1, Ordering::SeqCst);
                         }
                         let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
                         if socket.write_all(ok.as_bytes()).await.is_err() {
@@ -82,19 +90,26 @@ async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<AtomicUsize>
                         }
                     }
                     match tokio::time::timeout(idle_close, socket.read(&mut buffer)).await {
-                        Ok(Ok(n)) if n > 0 => pending.extend_from_slice(&buffer[..n]),
+                        Ok(Ok(0)) => {
+                            if counted {
+                                counter.closed_by_gateway.fetch_add(1, Ordering::SeqCst);
+                            }
+                            return;
+                        }
+                        Ok(Ok(n)) => pending.extend_from_slice(&buffer[..n]),
                         _ => return,
                     }
                 }
             });
         }
     });
-    (format!("http://{addr}"), connections)
+    (format!("http://{addr}"), counts)
 }
 
 #[tokio::test]
 async fn upstream_connections_are_reused_and_one_the_replica_closed_is_replaced_unseen() {
-    let (url, connections) = idle_closing_replica(Duration::from_millis(300)).await;
+    let (url, counts) = idle_closing_replica(Duration::from_millis(300)).await;
+    let connections = &counts.used;
     let mut config = config(&[], &[]);
     config.lingo_upstreams.0 = vec![url.parse().expect("url")];
     let gateway = TestGateway::start(config).await;
@@ -114,6 +129,27 @@ async fn upstream_connections_are_reused_and_one_the_replica_closed_is_replaced_
         assert_eq!(gateway.get("/v1/lingo/languages").await.status(), 200);
     }
     assert_eq!(connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn the_gateway_closes_idle_upstream_connections_before_the_service_would() {
+    // The services close a keep-alive connection after 10 s idle; the gateway retires its own
+    // after 5 s, and closes it: the TIME_WAIT stays on the gateway's side.
+    let (url, counts) = idle_closing_replica(Duration::from_secs(10)).await;
+    let mut config = config(&[], &[]);
+    config.lingo_upstreams.0 = vec![url.parse().expect("url")];
+    let gateway = TestGateway::start(config).await;
+    assert_eq!(gateway.get("/v1/lingo/languages").await.status(), 200);
+    assert_eq!(counts.used.load(Ordering::SeqCst), 1);
+
+    let deadline = Instant::now() + Duration::from_secs(9);
+    while counts.closed_by_gateway.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the idle connection is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn replica_of(response: reqwest::Response) -> String {
