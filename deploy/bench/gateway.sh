@@ -200,7 +200,7 @@ for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
 c256 = [r for k, v in by.items() if k[3] == 256 for r in v]
 print(f"\nPeak RSS (VmHWM) after the 256-connection steps: gateway {rss['gateway']/1024:.1f} MiB, gateway without cache {rss['gateway-nocache']/1024:.1f} MiB, HAProxy {rss['haproxy']/1024:.1f} MiB, lingo-service {rss['lingo']/1024:.1f} MiB; 256-connection errors: {sum(r[3] for r in c256)}.")
 try:
-    profile = open(sys.argv[3]).read().strip()
+    profile = open(sys.argv[3]).read().strip("\n")
 except OSError:
     profile = ""
 if profile:
