@@ -28,22 +28,8 @@ CONNS=${CONNS:-64}
 PG_PORT=${PG_PORT:-55472}
 base=${BENCH_PORT_BASE:-19420}
 GW=$base NEWS=$((base + 1))
-for port in "$GW" "$NEWS" "$PG_PORT"; do
-  port_in_use "$port" && die "port $port is in use (set BENCH_PORT_BASE / PG_PORT)"
-done
-
-state=${BENCH_STATE:-$root/.local/bench-counts}
-pg_data="$state/pgdata"
-logs="$state/logs"
-work=$(mktemp -d /tmp/lingonews-counts.XXXXXX)
-mkdir -p "$state" "$logs"
-cleanup() {
-  trap - INT TERM EXIT
-  stop_spawned
-  pg_stop "$pg_data"
-  rm -rf "$work"
-}
-trap cleanup INT TERM EXIT
+require_free_ports "$GW" "$NEWS" "$PG_PORT"
+bench_folders "$root/.local/bench-counts" lingonews-counts
 
 need_apt wrk:wrk perf:linux-perf
 PROFILE=${PROFILE:-release}

@@ -22,23 +22,9 @@ LEARNERS=${LEARNERS:-2000}
 PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
 GW=$base GW_NOCACHE=$((base + 1)) HA_HS=$((base + 2)) HA_RS=$((base + 3)) LINGO=$((base + 4))
-for port in "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$PG_PORT"; do
-  port_in_use "$port" && die "port $port is in use (set BENCH_PORT_BASE / PG_PORT)"
-done
-
-state=${BENCH_STATE:-$root/.local/bench-gateway}
-pg_data="$state/pgdata"
-logs="$state/logs"
-work=$(mktemp -d /tmp/lingonews-gwbench.XXXXXX)
-mkdir -p "$state" "$logs"
+require_free_ports "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$PG_PORT"
+bench_folders "$root/.local/bench-gateway" lingonews-gwbench
 results="$state/results.tsv"
-cleanup() {
-  trap - INT TERM EXIT
-  stop_spawned
-  pg_stop "$pg_data"
-  rm -rf "$work"
-}
-trap cleanup INT TERM EXIT
 
 need_apt wrk:wrk haproxy:haproxy openssl:openssl perf:linux-perf
 say "building release binaries"

@@ -20,6 +20,34 @@ find_pg_bin() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# require_free_ports PORT...: stops the script when one of the ports it needs is taken.
+require_free_ports() {
+  local port
+  for port in "$@"; do
+    port_in_use "$port" && die "port $port is in use (set BENCH_PORT_BASE / PG_PORT)"
+  done
+  return 0
+}
+
+# bench_folders DEFAULT_STATE NAME: sets $state (BENCH_STATE, or DEFAULT_STATE: kept between runs),
+# $pg_data and $logs in it, and $work (a temporary folder /tmp/NAME.*), and traps the exit to
+# stop every spawned process and PostgreSQL and to remove $work.
+bench_folders() {
+  state=${BENCH_STATE:-$1}
+  pg_data="$state/pgdata"
+  logs="$state/logs"
+  work=$(mktemp -d "/tmp/$2.XXXXXX")
+  mkdir -p "$state" "$logs"
+  trap bench_cleanup INT TERM EXIT
+}
+
+bench_cleanup() {
+  trap - INT TERM EXIT
+  stop_spawned
+  pg_stop "$pg_data"
+  rm -rf "$work"
+}
+
 # PostgreSQL refuses to run as root: as root, its commands run as the postgres user.
 as_pg() {
   if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; else "$@"; fi

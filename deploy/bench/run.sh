@@ -29,23 +29,9 @@ LINGO=$((base + 4)) NEWS=$((base + 5))
 OUT_DIR=${OUT_DIR:-$bench_dir}
 command_line="deploy/bench/run.sh${*:+ $*}"
 
-for port in "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$NEWS" "$PG_PORT"; do
-  port_in_use "$port" && die "port $port is in use (set BENCH_PORT_BASE / PG_PORT)"
-done
-
-state=${BENCH_STATE:-$root/.local/bench}
-pg_data="$state/pgdata"
-logs="$state/logs"
-work=$(mktemp -d /tmp/lingonews-bench.XXXXXX)
-mkdir -p "$state" "$logs"
+require_free_ports "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$NEWS" "$PG_PORT"
+bench_folders "$root/.local/bench" lingonews-bench
 results="$work/results.jsonl"
-cleanup() {
-  trap - INT TERM EXIT
-  stop_spawned
-  pg_stop "$pg_data"
-  rm -rf "$work"
-}
-trap cleanup INT TERM EXIT
 
 # --- tools, build, database ------------------------------------------------------------------------
 need_apt wrk:wrk haproxy:haproxy openssl:openssl perf:linux-perf
