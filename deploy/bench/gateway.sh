@@ -155,34 +155,31 @@ by = collections.defaultdict(list)
 for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us in rows:
     by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load, float(cpu_us)))
 med = lambda xs: statistics.median(xs)
+def measured(conns):
+    """The (route, alg) steps the gateway ran at `conns` connections (ROUTES / ALGS may skip some)."""
+    for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
+        for alg in ("HS256", "RS256"):
+            if by[("gateway", route, alg, conns)]:
+                yield route, alg
 print(f"Load average at start {sys.argv[4]}, at end {sys.argv[5]}.\n")
 print("| route | alg | gateway req/s | gateway, no cache req/s | HAProxy req/s | direct req/s | gateway ÷ HAProxy | no cache ÷ HAProxy | errors |")
 print("|---|---|---|---|---|---|---|---|---|")
-for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
-    for alg in ("HS256", "RS256"):
-        if not by[("gateway", route, alg, 64)]:
-            continue
-        g, n, h, d = (med([r[0] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
-        errs = sum(r[3] for w in ("gateway", "gateway-nocache", "haproxy", "direct") for r in by[(w, route, alg, 64)])
-        print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {errs} |")
+for route, alg in measured(64):
+    g, n, h, d = (med([r[0] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
+    errs = sum(r[3] for w in ("gateway", "gateway-nocache", "haproxy", "direct") for r in by[(w, route, alg, 64)])
+    print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {errs} |")
 print("\nCPU time per request at 64 connections (the contender's own user + system time over the requests it answered; median over the rounds):\n")
 print("| route | alg | gateway µs | gateway, no cache µs | HAProxy µs | HAProxy ÷ gateway | HAProxy ÷ no cache |")
 print("|---|---|---|---|---|---|---|")
-for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
-    for alg in ("HS256", "RS256"):
-        if not by[("gateway", route, alg, 64)]:
-            continue
-        g, n, h = (med([r[5] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy"))
-        print(f"| `{route}` | {alg} | {g:.0f} | {n:.0f} | {h:.0f} | {h/g:.2f}× | {h/n:.2f}× |")
+for route, alg in measured(64):
+    g, n, h = (med([r[5] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy"))
+    print(f"| `{route}` | {alg} | {g:.0f} | {n:.0f} | {h:.0f} | {h/g:.2f}× | {h/n:.2f}× |")
 print("\nMedian over the rounds, 64 connections. p50 at 2 connections, added over the direct call:\n")
 print("| route | alg | direct p50 ms | gateway p50 ms | HAProxy p50 ms | gateway added ms | HAProxy added ms |")
 print("|---|---|---|---|---|---|---|")
-for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
-    for alg in ("HS256", "RS256"):
-        if not by[("gateway", route, alg, 2)]:
-            continue
-        d, g, h = (med([r[1] for r in by[(w, route, alg, 2)]]) for w in ("direct", "gateway", "haproxy"))
-        print(f"| `{route}` | {alg} | {d:.3f} | {g:.3f} | {h:.3f} | {g-d:+.3f} | {h-d:+.3f} |")
+for route, alg in measured(2):
+    d, g, h = (med([r[1] for r in by[(w, route, alg, 2)]]) for w in ("direct", "gateway", "haproxy"))
+    print(f"| `{route}` | {alg} | {d:.3f} | {g:.3f} | {h:.3f} | {g-d:+.3f} | {h-d:+.3f} |")
 c256 = [r for k, v in by.items() if k[3] == 256 for r in v]
 print(f"\nPeak RSS (VmHWM) after the 256-connection steps: gateway {rss['gateway']/1024:.1f} MiB, gateway without cache {rss['gateway-nocache']/1024:.1f} MiB, HAProxy {rss['haproxy']/1024:.1f} MiB, lingo-service {rss['lingo']/1024:.1f} MiB; 256-connection errors: {sum(r[3] for r in c256)}.")
 try:
