@@ -17,7 +17,7 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use auth::claims::{Caller, Claims};
+pub use auth::claims::Caller;
 pub use auth::error::AuthError;
 pub use auth::extract::{OptionalCaller, RequiredCaller};
 pub use auth::verify::{AuthConfig, Verifier, bearer_token};

@@ -311,6 +311,116 @@ async fn hs256_rejects_every_bad_token_with_its_reason() {
     );
 }
 
+/// An HS256 token over exactly this header and these claims, written as JSON text (so that the
+/// shapes serde_json::Value cannot hold, such as a repeated member, can be tested).
+fn hs256_raw(header: &str, claims: &str) -> String {
+    let message = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(claims)
+    );
+    let key = EncodingKey::from_secret(SECRET.as_bytes());
+    let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key, Algorithm::HS256).unwrap();
+    format!("{message}.{signature}")
+}
+
+#[tokio::test]
+async fn token_shapes_are_read_strictly_and_signed_parts_exactly() {
+    let verifier = Verifier::from_config(&hs_config()).await.unwrap();
+    let header = r#"{"alg":"HS256","typ":"JWT"}"#;
+    let (exp, iat) = (now() + 600, now());
+    let with = |members: &str| {
+        format!(r#"{{"iss":"lingo-news-dev","aud":"lingo-news","iat":{iat},{members}}}"#)
+    };
+    // RFC 7519 NumericDates may carry a fraction; an `exp` is never stretched by it.
+    let fractional = hs256_raw(header, &with(&format!(r#""sub":"ada","exp":{exp}.75"#)));
+    let caller = verifier.verify(&fractional).await.unwrap();
+    assert_eq!(caller.expires_at, exp);
+
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "exp as a string",
+            hs256_raw(header, &with(&format!(r#""sub":"ada","exp":"{exp}""#))),
+            "malformed token",
+        ),
+        (
+            "sub given twice",
+            hs256_raw(
+                header,
+                &with(&format!(r#""sub":"ada","sub":"root","exp":{exp}"#)),
+            ),
+            "malformed token",
+        ),
+        (
+            "alg given twice",
+            hs256_raw(
+                r#"{"alg":"HS256","alg":"none"}"#,
+                &with(&format!(r#""sub":"ada","exp":{exp}"#)),
+            ),
+            "malformed token or unsupported alg",
+        ),
+        (
+            "claims as an array",
+            hs256_raw(header, &format!(r#"["ada",{exp}]"#)),
+            "malformed token",
+        ),
+        (
+            "iss as a number",
+            hs256_raw(
+                header,
+                &format!(r#"{{"iss":7,"aud":"lingo-news","sub":"ada","exp":{exp}}}"#),
+            ),
+            "iss must be a single string",
+        ),
+        (
+            "an empty audience list",
+            hs256_raw(
+                header,
+                &format!(r#"{{"iss":"lingo-news-dev","aud":[],"sub":"ada","exp":{exp}}}"#),
+            ),
+            "wrong audience",
+        ),
+        (
+            "a padded signature",
+            format!("{}=", hs256(&claims("ada"))),
+            "malformed token",
+        ),
+    ];
+    for (name, token, expected) in cases {
+        assert_eq!(reason(&verifier, &token).await, expected, "case {name}");
+    }
+
+    // The signature covers the header and claims exactly as sent: swapping either for another
+    // encoding of the same JSON breaks it.
+    let token = hs256(&claims("ada"));
+    let (signed, signature) = token.rsplit_once('.').unwrap();
+    let (header_part, claims_part) = signed.split_once('.').unwrap();
+    let decoded = URL_SAFE_NO_PAD.decode(claims_part).unwrap();
+    let respaced = String::from_utf8(decoded).unwrap().replace(':', ": ");
+    let reencoded = URL_SAFE_NO_PAD.encode(respaced);
+    let tampered = format!("{header_part}.{reencoded}.{signature}");
+    assert_eq!(reason(&verifier, &tampered).await, "bad signature");
+}
+
+#[tokio::test]
+async fn a_jwks_key_that_is_not_a_valid_key_is_skipped_and_the_others_load() {
+    let good = KeyPair::ec("good");
+    let mut broken = KeyPair::ec("broken");
+    if let jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(ec) = &mut broken.jwk.algorithm {
+        // Not a point on P-256.
+        ec.y = URL_SAFE_NO_PAD.encode([7u8; 32]);
+    }
+    let file = jwks_file(&[&good, &broken]);
+    let verifier = Verifier::from_config(&asymmetric_config(&["ES256"], &file))
+        .await
+        .unwrap();
+    assert!(verifier.verify(&good.sign(&claims("bob"))).await.is_ok());
+    assert_eq!(
+        reason(&verifier, &broken.sign(&claims("bob"))).await,
+        "unknown kid"
+    );
+}
+
 #[tokio::test]
 async fn alg_none_and_disallowed_algs_are_rejected() {
     let verifier = Verifier::from_config(&hs_config()).await.unwrap();

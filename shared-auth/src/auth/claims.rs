@@ -2,24 +2,7 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
-
 use crate::auth::error::AuthError;
-
-/// Claims read after the signature checks. Fields are lenient here on purpose: presence and
-/// format of `exp`, `sub`, `iss` and `aud` are checked by the validation step, which gives a
-/// precise reason, rather than by a deserialisation error.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-pub struct Claims {
-    #[serde(default)]
-    pub sub: String,
-    #[serde(default)]
-    pub exp: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iat: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
-}
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

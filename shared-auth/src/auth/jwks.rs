@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use jsonwebtoken::Algorithm;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
-use jsonwebtoken::{Algorithm, DecodingKey};
 use tokio::sync::Mutex;
 
 use crate::auth::error::{AuthError, ConfigError};
+use crate::auth::keys::VerifyingKey;
 
 #[derive(Debug, Clone)]
 pub enum JwksSource {
@@ -18,12 +19,11 @@ pub enum JwksSource {
     Url(String),
 }
 
-/// One usable public key.
-#[derive(Clone)]
+/// One usable public key, parsed when the set is loaded.
 struct Key {
     kid: Option<String>,
     alg: Algorithm,
-    decoding: DecodingKey,
+    verifying: Arc<VerifyingKey>,
 }
 
 pub struct JwksStore {
@@ -85,7 +85,7 @@ impl JwksStore {
         &self,
         alg: Algorithm,
         kid: Option<&str>,
-    ) -> Result<DecodingKey, AuthError> {
+    ) -> Result<Arc<VerifyingKey>, AuthError> {
         if let Some(key) = self.lookup(alg, kid)? {
             return Ok(key);
         }
@@ -98,7 +98,11 @@ impl JwksStore {
         Err(AuthError::InvalidToken("unknown kid"))
     }
 
-    fn lookup(&self, alg: Algorithm, kid: Option<&str>) -> Result<Option<DecodingKey>, AuthError> {
+    fn lookup(
+        &self,
+        alg: Algorithm,
+        kid: Option<&str>,
+    ) -> Result<Option<Arc<VerifyingKey>>, AuthError> {
         let keys = self.keys.read().map(|k| k.clone()).unwrap_or_default();
         let candidates: Vec<&Key> = match kid {
             Some(kid) => keys
@@ -110,7 +114,7 @@ impl JwksStore {
         };
         match candidates.as_slice() {
             [] => Ok(None),
-            [key] if key.alg == alg => Ok(Some(key.decoding.clone())),
+            [key] if key.alg == alg => Ok(Some(key.verifying.clone())),
             [_] => Err(AuthError::InvalidToken("key type does not match alg")),
             _ => Err(AuthError::InvalidToken("ambiguous key")),
         }
@@ -193,11 +197,14 @@ fn usable_key(jwk: &Jwk) -> Option<Key> {
     if !declared_matches {
         return None;
     }
-    let decoding = DecodingKey::from_jwk(jwk).ok()?;
+    let Some(verifying) = VerifyingKey::from_public_jwk(jwk) else {
+        tracing::warn!(kid = ?jwk.common.key_id, "JWKS key skipped: not a valid {alg:?} key");
+        return None;
+    };
     Some(Key {
         kid: jwk.common.key_id.clone(),
         alg,
-        decoding,
+        verifying: Arc::new(verifying),
     })
 }
 

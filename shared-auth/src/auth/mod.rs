@@ -5,5 +5,7 @@ pub mod claims;
 pub mod error;
 pub mod extract;
 pub mod jwks;
+pub mod keys;
 pub mod mint;
+pub mod token;
 pub mod verify;

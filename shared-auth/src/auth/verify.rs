@@ -1,19 +1,19 @@
 //! Bearer-token verification (docs/authentication.md), shared by the gateway and both services so that
 //! all three refuse exactly the same tokens with exactly the same answers.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, header};
-use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::Algorithm;
 
-use crate::auth::claims::{Caller, Claims};
+use crate::auth::claims::Caller;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::jwks::{JwksSource, JwksStore};
+use crate::auth::keys::VerifyingKey;
+use crate::auth::token::{Issuer, OwnedClaims, SignedToken, Unreadable};
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -100,25 +100,19 @@ fn parse_algorithm(name: &str) -> Result<Algorithm, ConfigError> {
     }
 }
 
-/// What a token signed with `alg` must satisfy besides its signature.
-fn validation(alg: Algorithm, config: &AuthConfig) -> Validation {
-    let mut validation = Validation::new(alg);
-    validation.leeway = config.auth_leeway_secs;
-    validation.validate_nbf = true;
-    validation.set_issuer(&[&config.auth_issuer]);
-    validation.set_audience(&[&config.auth_audience]);
-    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-    validation
-}
-
 /// Verifies bearer tokens against the configured issuer, audience, algorithms and keys.
+///
+/// A token is taken apart once ([`SignedToken`]) and checked against keys parsed when they were
+/// loaded ([`VerifyingKey`]), in this order: size, header, `alg` allowed, no `crit`, the key,
+/// the signature, and only then the claims.
 pub struct Verifier {
     issuer: String,
     audience: String,
     leeway_secs: u64,
-    /// The allowed algorithms, each with its checks, built once (not per token).
-    validations: Vec<(Algorithm, Validation)>,
-    secret: Option<DecodingKey>,
+    allowed: Vec<Algorithm>,
+    /// The HS256 key. Only it ever verifies an HMAC token, never a public key from the JWKS
+    /// (that is the HS/RS confusion attack).
+    secret: Option<Arc<VerifyingKey>>,
     jwks: Option<Arc<JwksStore>>,
 }
 
@@ -127,14 +121,7 @@ impl std::fmt::Debug for Verifier {
         f.debug_struct("Verifier")
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
-            .field(
-                "allowed",
-                &self
-                    .validations
-                    .iter()
-                    .map(|(alg, _)| alg)
-                    .collect::<Vec<_>>(),
-            )
+            .field("allowed", &self.allowed)
             .finish_non_exhaustive()
     }
 }
@@ -160,7 +147,7 @@ impl Verifier {
             if secret.len() < 32 {
                 return Err(ConfigError::WeakSecret);
             }
-            Some(DecodingKey::from_secret(secret.as_bytes()))
+            Some(Arc::new(VerifyingKey::hs256(secret.as_bytes())))
         } else {
             None
         };
@@ -186,15 +173,11 @@ impl Verifier {
                 Some(store)
             }
         };
-        let validations = allowed
-            .iter()
-            .map(|alg| (*alg, validation(*alg, config)))
-            .collect();
         Ok(Arc::new(Self {
             issuer: config.auth_issuer.clone(),
             audience: config.auth_audience.clone(),
             leeway_secs: config.auth_leeway_secs,
-            validations,
+            allowed,
             secret,
             jwks,
         }))
@@ -205,63 +188,78 @@ impl Verifier {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(AuthError::InvalidToken("token too long"));
         }
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| AuthError::InvalidToken("malformed token or unsupported alg"))?;
-        let validation = self
-            .validations
-            .iter()
-            .find_map(|(alg, validation)| (*alg == header.alg).then_some(validation))
-            .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
-        if header.crit.is_some() {
+        let token = SignedToken::parse(token).map_err(unreadable)?;
+        let alg = token.header.alg;
+        if !self.allowed.contains(&alg) {
+            return Err(AuthError::InvalidToken("algorithm not allowed"));
+        }
+        if token.header.crit.is_some() {
             // RFC 7515 section 4.1.11: we understand no extension, so any `crit` is fatal.
             return Err(AuthError::InvalidToken("crit header not supported"));
         }
-        let key = self.key_for(header.alg, header.kid.as_deref()).await?;
-        let token = jsonwebtoken::decode::<TokenClaims>(token, &key, validation)
-            .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
-            .claims;
-        if !token.iss.is_string() {
-            return Err(AuthError::InvalidToken("iss must be a single string"));
+        let key = self.key_for(alg, token.header.kid.as_deref()).await?;
+        let signature = token.signature().map_err(unreadable)?;
+        if !key.verifies(token.signing_input.as_bytes(), &signature) {
+            return Err(AuthError::InvalidToken("bad signature"));
         }
-        self.check_claims(token.into_claims())
+        self.check_claims(token.claims().map_err(unreadable)?)
     }
 
     async fn key_for(
         &self,
         alg: Algorithm,
         kid: Option<&str>,
-    ) -> Result<Cow<'_, DecodingKey>, AuthError> {
+    ) -> Result<Arc<VerifyingKey>, AuthError> {
+        let not_allowed = AuthError::InvalidToken("algorithm not allowed");
         if alg == Algorithm::HS256 {
-            // Only the configured secret ever verifies an HMAC token: never a public key from
-            // the JWKS (that is the HS/RS confusion attack).
-            return self
-                .secret
-                .as_ref()
-                .map(Cow::Borrowed)
-                .ok_or(AuthError::InvalidToken("algorithm not allowed"));
+            return self.secret.clone().ok_or(not_allowed);
         }
-        let store = self
-            .jwks
-            .as_ref()
-            .ok_or(AuthError::InvalidToken("algorithm not allowed"))?;
-        store.key_for(alg, kid).await.map(Cow::Owned)
+        let store = self.jwks.as_ref().ok_or(not_allowed)?;
+        store.key_for(alg, kid).await
     }
 
-    fn check_claims(&self, claims: Claims) -> Result<Caller, AuthError> {
-        let sub_len = claims.sub.chars().count();
-        if !(1..=255).contains(&sub_len) {
-            return Err(AuthError::InvalidToken("sub must be 1 to 255 characters"));
+    /// The contract's claim rules (docs/authentication.md), for a token whose signature is good.
+    fn check_claims(&self, claims: OwnedClaims) -> Result<Caller, AuthError> {
+        let refuse = |why| Err(AuthError::InvalidToken(why));
+        let Some(exp) = claims.exp else {
+            return refuse("missing exp claim");
+        };
+        let Some(iss) = claims.iss else {
+            return refuse("missing iss claim");
+        };
+        let Some(aud) = claims.aud else {
+            return refuse("missing aud claim");
+        };
+        let Some(sub) = claims.sub else {
+            return refuse("missing sub claim");
+        };
+        let now = jsonwebtoken::get_current_timestamp();
+        let latest_valid_now = now.saturating_add(self.leeway_secs);
+        if exp.saturating_add(self.leeway_secs) < now {
+            return refuse("token expired");
         }
-        if claims.sub.chars().any(char::is_control) {
+        if claims.nbf.is_some_and(|nbf| nbf > latest_valid_now) {
+            return refuse("token not yet valid");
+        }
+        match iss {
+            Issuer::NotAString => return refuse("iss must be a single string"),
+            Issuer::String(iss) if iss != self.issuer => return refuse("wrong issuer"),
+            Issuer::String(_) => {}
+        }
+        if !aud.contains(&self.audience) {
+            return refuse("wrong audience");
+        }
+        let sub_len = sub.chars().count();
+        if !(1..=255).contains(&sub_len) {
+            return refuse("sub must be 1 to 255 characters");
+        }
+        if sub.chars().any(char::is_control) {
             // A NUL cannot be stored in Postgres text: such a caller would turn every query
             // into a 500, so the token is refused here.
-            return Err(AuthError::InvalidToken(
-                "sub must not contain control characters",
-            ));
+            return refuse("sub must not contain control characters");
         }
-        let now = jsonwebtoken::get_current_timestamp();
-        if claims.iat.is_some_and(|iat| iat > now + self.leeway_secs) {
-            return Err(AuthError::InvalidToken("token issued in the future"));
+        if claims.iat.is_some_and(|iat| iat > latest_valid_now) {
+            return refuse("token issued in the future");
         }
         let scopes: HashSet<String> = claims
             .scope
@@ -271,58 +269,17 @@ impl Verifier {
             .map(str::to_owned)
             .collect();
         Ok(Caller {
-            sub: claims.sub,
+            sub,
             scopes,
-            expires_at: claims.exp,
+            expires_at: exp,
         })
     }
 }
 
-/// The claims plus the raw `iss`: jsonwebtoken accepts an array that contains the issuer, the
-/// contract does not, so its shape is checked here after the library has checked its value.
-/// The fields of [`Claims`] are listed again rather than `#[serde(flatten)]`: flatten buffers
-/// the whole object before reading it, a measurable share of verifying a token.
-#[derive(serde::Deserialize)]
-struct TokenClaims {
-    #[serde(default)]
-    sub: String,
-    #[serde(default)]
-    exp: u64,
-    #[serde(default)]
-    iat: Option<u64>,
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
-    iss: serde_json::Value,
-}
-
-impl TokenClaims {
-    fn into_claims(self) -> Claims {
-        Claims {
-            sub: self.sub,
-            exp: self.exp,
-            iat: self.iat,
-            scope: self.scope,
-        }
-    }
-}
-
-/// A short reason for `error_description`: safe to show, no quotes.
-fn describe(kind: &ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::ExpiredSignature => "token expired",
-        ErrorKind::ImmatureSignature => "token not yet valid",
-        ErrorKind::InvalidIssuer => "wrong issuer",
-        ErrorKind::InvalidAudience => "wrong audience",
-        ErrorKind::InvalidSignature => "bad signature",
-        ErrorKind::InvalidAlgorithm => "algorithm not allowed",
-        ErrorKind::MissingRequiredClaim(claim) => match claim.as_str() {
-            "exp" => "missing exp claim",
-            "sub" => "missing sub claim",
-            "iss" => "missing iss claim",
-            "aud" => "missing aud claim",
-            _ => "missing required claim",
-        },
-        _ => "malformed token",
-    }
+/// The refusal for a token that cannot be read at all.
+fn unreadable(part: Unreadable) -> AuthError {
+    AuthError::InvalidToken(match part {
+        Unreadable::Header => "malformed token or unsupported alg",
+        Unreadable::Signature | Unreadable::Claims => "malformed token",
+    })
 }
