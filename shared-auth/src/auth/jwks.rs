@@ -104,19 +104,16 @@ impl JwksStore {
         kid: Option<&str>,
     ) -> Result<Option<Arc<VerifyingKey>>, AuthError> {
         let keys = self.keys.read().map(|k| k.clone()).unwrap_or_default();
-        let candidates: Vec<&Key> = match kid {
-            Some(kid) => keys
-                .iter()
-                .filter(|k| k.kid.as_deref() == Some(kid))
-                .collect(),
+        let mut candidates = keys.iter().filter(|key| match kid {
+            Some(kid) => key.kid.as_deref() == Some(kid),
             // Without a `kid` the key must be unambiguous for this algorithm.
-            None => keys.iter().filter(|k| k.alg == alg).collect(),
-        };
-        match candidates.as_slice() {
-            [] => Ok(None),
-            [key] if key.alg == alg => Ok(Some(key.verifying.clone())),
-            [_] => Err(AuthError::InvalidToken("key type does not match alg")),
-            _ => Err(AuthError::InvalidToken("ambiguous key")),
+            None => key.alg == alg,
+        });
+        match (candidates.next(), candidates.next()) {
+            (None, _) => Ok(None),
+            (Some(key), None) if key.alg == alg => Ok(Some(key.verifying.clone())),
+            (Some(_), None) => Err(AuthError::InvalidToken("key type does not match alg")),
+            (Some(_), Some(_)) => Err(AuthError::InvalidToken("ambiguous key")),
         }
     }
 
