@@ -7,14 +7,13 @@
 //!   `exp` is malformed, not "the last one wins");
 //! - NumericDate claims are non-negative numbers that fit in a u64 (RFC 7519 section 2).
 
-use std::borrow::Cow;
 use std::fmt;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::Algorithm;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Why a token could not even be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +29,7 @@ pub enum Unreadable {
 /// A token split into its parts, its header decoded; signature and claims are decoded on demand
 /// (the signature is checked before the claims are read).
 pub struct SignedToken<'a> {
-    pub header: TokenHeader<'a>,
+    pub header: TokenHeader,
     /// `base64url(header) "." base64url(claims)`: what the signature covers.
     pub signing_input: &'a str,
     claims: &'a str,
@@ -46,9 +45,7 @@ impl<'a> SignedToken<'a> {
             return Err(Unreadable::Header);
         };
         let header_json = decode_part(header).ok_or(Unreadable::Header)?;
-        let header = json_object::<TokenHeader>(&header_json)
-            .ok_or(Unreadable::Header)?
-            .into_owned_strings();
+        let header = json_object(&header_json).ok_or(Unreadable::Header)?;
         Ok(Self {
             header,
             signing_input: &token[..header_len(token)],
@@ -62,10 +59,9 @@ impl<'a> SignedToken<'a> {
     }
 
     /// The claims, read only after the signature was found good.
-    pub fn claims(&self) -> Result<OwnedClaims, Unreadable> {
+    pub fn claims(&self) -> Result<Claims, Unreadable> {
         let json = decode_part(self.claims).ok_or(Unreadable::Claims)?;
-        let claims = json_object::<TokenClaims>(&json).ok_or(Unreadable::Claims)?;
-        Ok(claims.into_owned())
+        json_object(&json).ok_or(Unreadable::Claims)
     }
 }
 
@@ -80,7 +76,7 @@ fn decode_part(part: &str) -> Option<Vec<u8>> {
 
 /// `bytes` as a JSON object of type `T`. serde would also read a struct from a JSON array, member
 /// by position; a token's header and claims are objects, so anything else is refused first.
-fn json_object<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Option<T> {
+fn json_object<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
     if bytes.trim_ascii_start().first() != Some(&b'{') {
         return None;
     }
@@ -90,76 +86,35 @@ fn json_object<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Option<T> {
 /// The header members the verifier reads; the others (`typ`, `cty`, an embedded `jwk`, ...) are
 /// ignored, never trusted.
 #[derive(Deserialize)]
-pub struct TokenHeader<'a> {
+pub struct TokenHeader {
     /// An `alg` jsonwebtoken does not know (`none` above all) makes the header unreadable.
     pub alg: Algorithm,
-    #[serde(default, borrow)]
-    pub kid: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub kid: Option<String>,
     /// Present at all (any value but `null`) means rejected: no extension is understood.
     #[serde(default)]
     pub crit: Option<IgnoredAny>,
 }
 
-impl TokenHeader<'_> {
-    /// The header no longer borrows the decoded bytes it was read from.
-    fn into_owned_strings(self) -> TokenHeader<'static> {
-        TokenHeader {
-            alg: self.alg,
-            kid: self.kid.map(|kid| Cow::Owned(kid.into_owned())),
-            crit: self.crit,
-        }
-    }
-}
-
-/// The registered claims the contract checks, plus `scope`. Every member is optional here, so
-/// that a missing one is reported by name rather than as a parse error.
-#[derive(Deserialize)]
-struct TokenClaims<'a> {
-    #[serde(default, borrow)]
-    sub: Option<Cow<'a, str>>,
+/// The registered claims the contract checks, plus `scope`, before the verifier's checks. Every
+/// member is optional here, so that a missing one is reported by name rather than as a parse
+/// error.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Claims {
     #[serde(default)]
-    exp: Option<NumericDate>,
-    #[serde(default)]
-    nbf: Option<NumericDate>,
-    #[serde(default)]
-    iat: Option<NumericDate>,
-    #[serde(default, borrow)]
-    iss: Option<MaybeString<'a>>,
-    #[serde(default, borrow)]
-    aud: Option<Audience<'a>>,
-    #[serde(default, borrow)]
-    scope: Option<Cow<'a, str>>,
-}
-
-impl TokenClaims<'_> {
-    fn into_owned(self) -> OwnedClaims {
-        OwnedClaims {
-            sub: self.sub.map(Cow::into_owned),
-            exp: self.exp.map(|date| date.0),
-            nbf: self.nbf.map(|date| date.0),
-            iat: self.iat.map(|date| date.0),
-            iss: self.iss.map(|iss| match iss.0 {
-                Some(iss) => Issuer::String(iss.into_owned()),
-                None => Issuer::NotAString,
-            }),
-            aud: self
-                .aud
-                .map(|aud| aud.0.into_iter().map(Cow::into_owned).collect()),
-            scope: self.scope.map(Cow::into_owned),
-        }
-    }
-}
-
-/// The claims of a token whose signature is good, before the verifier's checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnedClaims {
     pub sub: Option<String>,
+    #[serde(default, deserialize_with = "numeric_date")]
     pub exp: Option<u64>,
+    #[serde(default, deserialize_with = "numeric_date")]
     pub nbf: Option<u64>,
+    #[serde(default, deserialize_with = "numeric_date")]
     pub iat: Option<u64>,
+    #[serde(default, deserialize_with = "issuer")]
     pub iss: Option<Issuer>,
     /// `aud` as a single string or an array of strings, always read as a list.
+    #[serde(default, deserialize_with = "audience")]
     pub aud: Option<Vec<String>>,
+    #[serde(default)]
     pub scope: Option<String>,
 }
 
@@ -173,107 +128,98 @@ pub enum Issuer {
 
 /// Seconds since the epoch. RFC 7519 allows a fraction; it is rounded down, so a fractional `exp`
 /// never lasts longer than written (`nbf` and `iat` are compared with the leeway anyway).
-struct NumericDate(u64);
-
-impl<'de> Deserialize<'de> for NumericDate {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Seconds;
-        impl Visitor<'_> for Seconds {
-            type Value = NumericDate;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a non-negative number of seconds")
-            }
-            fn visit_u64<E: de::Error>(self, value: u64) -> Result<NumericDate, E> {
-                Ok(NumericDate(value))
-            }
-            fn visit_i64<E: de::Error>(self, value: i64) -> Result<NumericDate, E> {
-                u64::try_from(value)
-                    .map(NumericDate)
-                    .map_err(|_| E::custom("negative date"))
-            }
-            fn visit_f64<E: de::Error>(self, value: f64) -> Result<NumericDate, E> {
-                // u64::MAX as f64 rounds up to 2^64, so `<` keeps the cast exact-or-below.
-                if value.is_finite() && value >= 0.0 && value < u64::MAX as f64 {
-                    Ok(NumericDate(value.floor() as u64))
-                } else {
-                    Err(E::custom("date out of range"))
-                }
+fn numeric_date<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    struct Seconds;
+    impl Visitor<'_> for Seconds {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a non-negative number of seconds")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+            Ok(Some(value))
+        }
+        fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+            u64::try_from(value)
+                .map(Some)
+                .map_err(|_| E::custom("negative date"))
+        }
+        fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+            // u64::MAX as f64 rounds up to 2^64, so `<` keeps the cast exact or below.
+            if value.is_finite() && value >= 0.0 && value < u64::MAX as f64 {
+                Ok(Some(value.floor() as u64))
+            } else {
+                Err(E::custom("date out of range"))
             }
         }
-        deserializer.deserialize_any(Seconds)
     }
+    deserializer.deserialize_any(Seconds)
 }
 
-/// `Some` for a JSON string, `None` for any other value (skipped without being kept).
-struct MaybeString<'a>(Option<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for MaybeString<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Text;
-        impl<'de> Visitor<'de> for Text {
-            type Value = MaybeString<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
-                Ok(MaybeString(Some(Cow::Borrowed(text))))
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-                Ok(MaybeString(Some(Cow::Owned(text.to_owned()))))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MaybeString(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MaybeString(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MaybeString(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MaybeString(None))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
-                while items.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MaybeString(None))
-            }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(MaybeString(None))
-            }
+/// `iss`: a string, or noted as something else (any other JSON value, skipped unread).
+fn issuer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Issuer>, D::Error> {
+    struct AnyValue;
+    impl<'de> Visitor<'de> for AnyValue {
+        type Value = Option<Issuer>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
         }
-        deserializer.deserialize_any(Text)
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::String(text.to_owned())))
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::NotAString))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::NotAString))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::NotAString))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::NotAString))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
+            while items.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Some(Issuer::NotAString))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Some(Issuer::NotAString))
+        }
     }
+    deserializer.deserialize_any(AnyValue)
 }
 
-/// `aud`: one string or an array of strings (RFC 7519 section 4.1.3), read as a list. Any other
-/// shape is unreadable claims.
-struct Audience<'a>(Vec<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Audience<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Names;
-        impl<'de> Visitor<'de> for Names {
-            type Value = Audience<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an array of strings")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
-                Ok(Audience(vec![Cow::Borrowed(name)]))
-            }
-            fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
-                Ok(Audience(vec![Cow::Owned(name.to_owned())]))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
-                let mut names = Vec::new();
-                while let Some(name) = items.next_element::<Cow<'de, str>>()? {
-                    names.push(name);
-                }
-                Ok(Audience(names))
-            }
+/// `aud`: one string or an array of strings (RFC 7519 section 4.1.3). Any other shape makes the
+/// claims unreadable.
+fn audience<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+    struct Names;
+    impl<'de> Visitor<'de> for Names {
+        type Value = Option<Vec<String>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string or an array of strings")
         }
-        deserializer.deserialize_any(Names)
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+            Ok(Some(vec![name.to_owned()]))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
+            let mut names = Vec::new();
+            while let Some(name) = items.next_element::<String>()? {
+                names.push(name);
+            }
+            Ok(Some(names))
+        }
     }
+    deserializer.deserialize_any(Names)
 }
 
 #[cfg(test)]
@@ -288,7 +234,7 @@ mod tests {
         format!("{}.{}.c2ln", encode(header), encode(claims))
     }
 
-    fn claims_of(claims: &str) -> Result<OwnedClaims, Unreadable> {
+    fn claims_of(claims: &str) -> Result<Claims, Unreadable> {
         SignedToken::parse(&token(r#"{"alg":"HS256"}"#, claims))?.claims()
     }
 
@@ -357,7 +303,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             full,
-            OwnedClaims {
+            Claims {
                 sub: Some("ada".into()),
                 exp: Some(10),
                 nbf: Some(1),

@@ -13,7 +13,7 @@ use crate::auth::claims::Caller;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::jwks::{JwksSource, JwksStore};
 use crate::auth::keys::VerifyingKey;
-use crate::auth::token::{Issuer, OwnedClaims, SignedToken, Unreadable};
+use crate::auth::token::{Claims, Issuer, SignedToken, Unreadable};
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -219,7 +219,7 @@ impl Verifier {
     }
 
     /// The contract's claim rules (docs/authentication.md), for a token whose signature is good.
-    fn check_claims(&self, claims: OwnedClaims) -> Result<Caller, AuthError> {
+    fn check_claims(&self, claims: Claims) -> Result<Caller, AuthError> {
         let refuse = |why| Err(AuthError::InvalidToken(why));
         let Some(exp) = claims.exp else {
             return refuse("missing exp claim");
