@@ -165,7 +165,7 @@ mod tests {
     async fn a_405_problem_names_the_allowed_methods() {
         let router = crate::http::stack::service_stack(
             Router::new().route("/thing", get(|| async { "ok" })),
-            crate::http::metrics::HttpMetrics::new("test", Vec::new()),
+            crate::http::metrics::HttpMetrics::builder("test").build(),
             1024,
         );
         let app = from_fn(name_allowed_methods).layer(router);
