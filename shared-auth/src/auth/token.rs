@@ -1,10 +1,10 @@
 //! A compact JWS token taken apart once: its header and claims are decoded a single time each,
-//! borrowing from the token where they can. The verifier (verify.rs) decides what they must
+//! into the few members the contract checks. The verifier (verify.rs) decides what they must
 //! satisfy; this module only reads them, strictly:
 //!
 //! - exactly three base64url parts without padding (RFC 7515 section 7.1);
-//! - the header and the claims are JSON objects, each member at most once (a second `alg` or
-//!   `exp` is malformed, not "the last one wins");
+//! - the header and the claims are JSON objects that name each member read here at most once (a
+//!   second `alg` or `exp` is malformed, not "the last one wins");
 //! - NumericDate claims are non-negative numbers that fit in a u64 (RFC 7519 section 2).
 
 use std::fmt;
@@ -39,16 +39,15 @@ pub struct SignedToken<'a> {
 impl<'a> SignedToken<'a> {
     pub fn parse(token: &'a str) -> Result<Self, Unreadable> {
         let mut parts = token.split('.');
-        let (Some(header), Some(claims), Some(signature), None) =
+        let (Some(header_part), Some(claims), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return Err(Unreadable::Header);
         };
-        let header_json = decode_part(header).ok_or(Unreadable::Header)?;
-        let header = json_object(&header_json).ok_or(Unreadable::Header)?;
+        let header_json = decode_part(header_part).ok_or(Unreadable::Header)?;
         Ok(Self {
-            header,
-            signing_input: &token[..header_len(token)],
+            header: json_object(&header_json).ok_or(Unreadable::Header)?,
+            signing_input: &token[..header_part.len() + 1 + claims.len()],
             claims,
             signature,
         })
@@ -63,11 +62,6 @@ impl<'a> SignedToken<'a> {
         let json = decode_part(self.claims).ok_or(Unreadable::Claims)?;
         json_object(&json).ok_or(Unreadable::Claims)
     }
-}
-
-/// The length of `header.claims` in a token already known to have three parts.
-fn header_len(token: &str) -> usize {
-    token.rfind('.').unwrap_or(token.len())
 }
 
 fn decode_part(part: &str) -> Option<Vec<u8>> {
