@@ -1,4 +1,4 @@
-//! The claims we read from a verified token, and the caller they describe.
+//! The caller a verified token describes (the token's claims are read in token.rs).
 
 use std::collections::HashSet;
 

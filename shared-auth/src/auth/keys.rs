@@ -8,9 +8,9 @@ use aws_lc_rs::signature::{
     ECDSA_P256_SHA256_FIXED, ED25519, ParsedPublicKey, RSA_PKCS1_2048_8192_SHA256,
     RsaPublicKeyComponents,
 };
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk};
+
+use crate::auth::token::base64url;
 
 /// A key ready to check signatures.
 // Each key exists once, behind an `Arc`: the size of the HMAC variant costs nothing.
@@ -62,8 +62,4 @@ impl VerifyingKey {
             Self::Public(key) => key.verify_sig(message, signature).is_ok(),
         }
     }
-}
-
-fn base64url(text: &str) -> Option<Vec<u8>> {
-    URL_SAFE_NO_PAD.decode(text).ok()
 }

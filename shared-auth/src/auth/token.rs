@@ -44,7 +44,7 @@ impl<'a> SignedToken<'a> {
         else {
             return Err(Unreadable::Header);
         };
-        let header_json = decode_part(header_part).ok_or(Unreadable::Header)?;
+        let header_json = base64url(header_part).ok_or(Unreadable::Header)?;
         Ok(Self {
             header: json_object(&header_json).ok_or(Unreadable::Header)?,
             signing_input: &token[..header_part.len() + 1 + claims.len()],
@@ -54,18 +54,19 @@ impl<'a> SignedToken<'a> {
     }
 
     pub fn signature(&self) -> Result<Vec<u8>, Unreadable> {
-        decode_part(self.signature).ok_or(Unreadable::Signature)
+        base64url(self.signature).ok_or(Unreadable::Signature)
     }
 
     /// The claims, read only after the signature was found good.
     pub fn claims(&self) -> Result<Claims, Unreadable> {
-        let json = decode_part(self.claims).ok_or(Unreadable::Claims)?;
+        let json = base64url(self.claims).ok_or(Unreadable::Claims)?;
         json_object(&json).ok_or(Unreadable::Claims)
     }
 }
 
-fn decode_part(part: &str) -> Option<Vec<u8>> {
-    URL_SAFE_NO_PAD.decode(part).ok()
+/// base64url without padding, as JWS (RFC 7515 section 2) and JWK (RFC 7518 section 6) use it.
+pub fn base64url(text: &str) -> Option<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(text).ok()
 }
 
 /// `bytes` as a JSON object of type `T`. serde would also read a struct from a JSON array, member
