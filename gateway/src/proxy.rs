@@ -37,8 +37,10 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Client-sent forwarding headers: replaced by the gateway's own, never passed on.
-static FORWARDING: [HeaderName; 6] = [
+/// Request headers never passed on: client-sent forwarding headers (replaced by the gateway's
+/// own), and `Expect` (`100-continue` was already answered by the gateway's own server).
+static NOT_FORWARDED: [HeaderName; 7] = [
+    header::EXPECT,
     header::FORWARDED,
     HeaderName::from_static("x-forwarded-for"),
     HeaderName::from_static("x-forwarded-host"),
@@ -47,8 +49,14 @@ static FORWARDING: [HeaderName; 6] = [
     HeaderName::from_static("x-real-ip"),
 ];
 
-/// Removes hop-by-hop headers from `headers`, including those its `Connection` header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names. The
+/// names are looked for in one scan first: the usual message carries none of them, and every
+/// removal is a hashed lookup.
+fn remove_headers(headers: &mut HeaderMap, lists: &[&[HeaderName]]) {
+    let listed = |name: &HeaderName| lists.iter().any(|list| list.contains(name));
+    if !headers.keys().any(listed) {
+        return;
+    }
     if headers.contains_key(header::CONNECTION) {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
@@ -61,9 +69,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
-    for name in &HOP_BY_HOP {
+    for name in lists.iter().copied().flatten() {
         headers.remove(name);
     }
+}
+
+/// Removes hop-by-hop headers from `headers`, including those its `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    remove_headers(headers, &[&HOP_BY_HOP]);
 }
 
 /// A copy of `headers` without hop-by-hop headers.
@@ -79,16 +92,11 @@ pub fn without_hop_by_hop(headers: &HeaderMap) -> HeaderMap {
 /// is kept only from a trusted proxy.
 pub fn to_upstream_headers(headers: &mut HeaderMap, client: ClientAddr) {
     let host = headers.remove(header::HOST);
-    strip_hop_by_hop(headers);
-    // `Expect: 100-continue` was already answered by the gateway's own server.
-    headers.remove(header::EXPECT);
-    for name in &FORWARDING {
-        headers.remove(name);
-    }
     let proto = headers
         .remove(&X_FORWARDED_PROTO)
         .filter(|value| client.via_trusted_proxy && is_scheme(value))
         .unwrap_or(HeaderValue::from_static("http"));
+    remove_headers(headers, &[&HOP_BY_HOP, &NOT_FORWARDED]);
     headers.insert(X_FORWARDED_FOR.clone(), ip_header(client.ip));
     headers.insert(X_FORWARDED_PROTO.clone(), proto);
     if let Some(host) = host {

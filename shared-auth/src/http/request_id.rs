@@ -28,14 +28,21 @@ fn is_sane(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
-fn request_id_of(request: &Request) -> String {
+/// The client's id when it is sane, else a new UUID v7. Kept as a header value: it is sent
+/// upstream, echoed and held for the request's problem bodies, and each of those is a cheap clone.
+fn request_id_of(request: &Request) -> HeaderValue {
     request
         .headers()
         .get(&X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| is_sane(v))
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string())
+        .filter(|value| value.to_str().is_ok_and(is_sane))
+        .cloned()
+        .unwrap_or_else(new_request_id)
+}
+
+fn new_request_id() -> HeaderValue {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let id = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut buffer);
+    HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("unknown"))
 }
 
 /// Middleware: assign the request id, log the request, and turn bare error responses into problems.
@@ -51,16 +58,14 @@ where
     Fut: Future<Output = Response>,
 {
     let id = request_id_of(&request);
-    let id_header = HeaderValue::from_str(&id).ok();
-    if let Some(value) = &id_header {
-        // Handlers and the gateway's proxy see (and forward) the id we settled on.
-        request
-            .headers_mut()
-            .insert(X_REQUEST_ID.clone(), value.clone());
-    }
+    // Handlers and the gateway's proxy see (and forward) the id we settled on.
+    request
+        .headers_mut()
+        .insert(X_REQUEST_ID.clone(), id.clone());
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let span = server_span(&request, &id);
+    // For the log line: a clone of a URI shares its bytes, unlike a copy of its path.
+    let uri = request.uri().clone();
+    let span = server_span(&request, id.to_str().unwrap_or_default());
     let started = Instant::now();
 
     let mut response = context::scope(id.clone(), async move {
@@ -70,17 +75,15 @@ where
     .instrument(span.clone())
     .await;
 
-    if let Some(value) = id_header {
-        response.headers_mut().insert(X_REQUEST_ID.clone(), value);
-    }
+    response.headers_mut().insert(X_REQUEST_ID.clone(), id);
     span.record("http.response.status_code", response.status().as_u16());
     span.in_scope(|| {
         let status = response.status().as_u16();
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         if status >= 500 {
-            tracing::warn!(%method, %path, status, elapsed_ms, "request failed");
+            tracing::warn!(%method, path = uri.path(), status, elapsed_ms, "request failed");
         } else {
-            tracing::info!(%method, %path, status, elapsed_ms, "request served");
+            tracing::info!(%method, path = uri.path(), status, elapsed_ms, "request served");
         }
     });
     response
