@@ -137,8 +137,9 @@ if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
   say "profiling the gateway (perf, HS256, /v1/lingo/languages, 64 connections)"
   (TOKEN=$HS_TOKEN wrk -t2 -c64 -d10s -s "$bench_dir/bench.lua" "http://127.0.0.1:$GW/v1/lingo/languages" >/dev/null 2>&1 &
    perf record -F 999 --call-graph "${PERF_CALLGRAPH:-fp}" -o "$work/perf.data" -p "$gw_pid" -- sleep 8 >/dev/null 2>&1; wait) || true
-  # perf pads each line to the terminal width and appends two "-" columns: drop them.
-  tidy() { grep -E '^ +[0-9]' | sed -e 's/ *-  *- *$//' -e 's/ *$//' | head -n "$1"; }
+  # Only the lines with a share (not the call-chain fragments perf prints under them); perf pads
+  # each line to the terminal width and appends two "-" columns: drop them.
+  tidy() { grep -E '^ +[0-9.]+%' | sed -e 's/ *-  *- *$//' -e 's/ *$//' | head -n "$1"; }
   perf report -i "$work/perf.data" --stdio --no-children --sort dso,symbol --percent-limit 1 2>/dev/null \
     | tidy 40 >"$state/profile.txt" || true
   # Inclusive time by function, to see which stage of a request costs what.
