@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The gateway's own benchmark (issue 15): the gateway against HAProxy 2.6 doing the same
 # JWT-verify-and-proxy job, in front of the same lingo-service replica, measured INTERLEAVED
-# (gateway, HAProxy, gateway without token cache, direct, then again, ...) so that other work on a
-# shared machine hits every contender alike. Also the p50 added over the direct call at 2
-# connections, the gateway's peak RSS at 256 connections, and a perf profile of the gateway.
+# (gateway, HAProxy, gateway without token cache, direct, then again, each round starting with the
+# next contender) so that other work on a shared machine hits every contender alike. Also the p50
+# added over the direct call at 2 connections, the gateway's peak RSS at 256 connections, and a
+# perf profile of the gateway.
 # Prints a Markdown section (paste it into RESULTS.md) and keeps raw results in $BENCH_STATE.
 #
 # Smaller than run.sh: it needs only lingo data (LEARNERS learners with study sessions, default
@@ -82,29 +83,46 @@ done
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # one CONTENDER ROUTE ALG CONNS SECS URL: one wrk run, one TSV line (contender route alg conns rps
-# p50 p99 errors load cpu_us_per_request). CPU per request is the contender's own CPU time over
-# the requests it answered: unlike req/s, it hardly moves with what else the machine is doing.
+# p50 p99 errors load cpu_us_per_request lingo_cpu_us_per_request). CPU per request is the
+# contender's own CPU time over the requests it answered: unlike req/s, it hardly moves with what
+# else the machine is doing. lingo-service's CPU per request behind each contender shows whether a
+# proxy changes the work of the service behind it (the same requests, in principle the same work).
 one() {
-  local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result pid before
+  local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result pid before lingo_before
   [ "$alg" = HS256 ] && token=$HS_TOKEN || token=$RS_TOKEN
   [ "$conns" -lt 2 ] && threads=1
   case $who in
     gateway) pid=$gw_pid ;; gateway-nocache) pid=$gwn_pid ;; haproxy) pid=$ha_pid ;; *) pid=$lingo_pid ;;
   esac
-  before=$(cpu_ticks "$pid")
+  before=$(cpu_ticks "$pid") lingo_before=$(cpu_ticks "$lingo_pid")
   out=$(TOKEN=$token wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s "$bench_dir/bench.lua" "$url" 2>&1) || true
   result=$(sed -n 's/^RESULT //p' <<<"$out")
   [ -n "$result" ] || { printf '%s\n' "$out" >&2; die "wrk failed on $who $route"; }
   python3 - "$who" "$route" "$alg" "$conns" "$result" "$(cut -d' ' -f1 /proc/loadavg)" \
-    "$(( $(cpu_ticks "$pid") - before ))" "$(getconf CLK_TCK)" >>"$results" <<'EOF'
+    "$(( $(cpu_ticks "$pid") - before ))" "$(( $(cpu_ticks "$lingo_pid") - lingo_before ))" \
+    "$(getconf CLK_TCK)" >>"$results" <<'EOF'
 import json, sys
-who, route, alg, conns, raw, load, ticks, hz = sys.argv[1:]
+who, route, alg, conns, raw, load, ticks, lingo_ticks, hz = sys.argv[1:]
 r = json.loads(raw)
 errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["non_2xx_3xx"]
-cpu_us = int(ticks) / int(hz) * 1e6 / max(r["requests"], 1)
-print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load, "%.1f" % cpu_us]))
+per_request = lambda t: int(t) / int(hz) * 1e6 / max(r["requests"], 1)
+print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load,
+                 "%.1f" % per_request(ticks), "%.1f" % per_request(lingo_ticks)]))
 EOF
   tail -n 1 "$results" >&2
+}
+
+# rotated N A B C...: the contenders in the order of round N, each round starting one later, so
+# that no contender always runs first (after the light 2-connection steps) or last.
+rotated() {
+  local by=$(( $1 % ($# - 1) )); shift
+  local all=("$@")
+  printf '%s\n' "${all[@]:by}" "${all[@]:0:by}"
+}
+port_of() {
+  case $1 in
+    gateway) echo "$GW" ;; gateway-nocache) echo "$GW_NOCACHE" ;; haproxy) echo "$ha" ;; *) echo "$LINGO" ;;
+  esac
 }
 
 : >"$results"
@@ -114,13 +132,11 @@ for round in $(seq 1 "$ROUNDS"); do
   for route in ${ROUTES:-/v1/lingo/me/xp /v1/lingo/languages}; do
     for alg in ${ALGS:-HS256 RS256}; do
       [ $alg = HS256 ] && ha=$HA_HS || ha=$HA_RS
-      one gateway "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$GW$route"
-      one haproxy "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$ha$route"
-      one gateway-nocache "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$GW_NOCACHE$route"
-      one direct "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$LINGO$route"
-      for who in direct gateway haproxy; do
-        case $who in direct) p=$LINGO ;; gateway) p=$GW ;; haproxy) p=$ha ;; esac
-        one "$who" "$route" $alg 2 "$STEP_SECS" "http://127.0.0.1:$p$route"
+      for who in $(rotated "$round" gateway haproxy gateway-nocache direct); do
+        one "$who" "$route" $alg 64 "$STEP_SECS" "http://127.0.0.1:$(port_of "$who")$route"
+      done
+      for who in $(rotated "$round" direct gateway haproxy); do
+        one "$who" "$route" $alg 2 "$STEP_SECS" "http://127.0.0.1:$(port_of "$who")$route"
       done
     done
   done
@@ -153,8 +169,8 @@ import collections, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
 by = collections.defaultdict(list)
-for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us in rows:
-    by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load, float(cpu_us)))
+for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us, lingo_cpu_us in rows:
+    by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load, float(cpu_us), float(lingo_cpu_us)))
 med = lambda xs: statistics.median(xs)
 def measured(conns):
     """The (route, alg) steps the gateway ran at `conns` connections (ROUTES / ALGS may skip some)."""
@@ -175,7 +191,19 @@ print("|---|---|---|---|---|---|---|")
 for route, alg in measured(64):
     g, n, h = (med([r[5] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy"))
     print(f"| `{route}` | {alg} | {g:.0f} | {n:.0f} | {h:.0f} | {h/g:.2f}× | {h/n:.2f}× |")
-print("\nMedian over the rounds, 64 connections. p50 at 2 connections, added over the direct call:\n")
+print("\nlingo-service's CPU time per request at 64 connections, behind each contender (median over the rounds):\n")
+print("| route | alg | behind gateway µs | behind gateway, no cache µs | behind HAProxy µs | direct µs |")
+print("|---|---|---|---|---|---|")
+for route, alg in measured(64):
+    g, n, h, d = (med([r[6] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
+    print(f"| `{route}` | {alg} | {g:.0f} | {n:.0f} | {h:.0f} | {d:.0f} |")
+print("\nEach proxy's CPU per request divided by lingo-service's in the same step (median over the rounds; the VM's drift, which moves both, cancels out):\n")
+print("| route | alg | gateway | gateway, no cache | HAProxy |")
+print("|---|---|---|---|---|")
+for route, alg in measured(64):
+    g, n, h = (med([r[5] / max(r[6], 0.1) for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy"))
+    print(f"| `{route}` | {alg} | {g:.2f} | {n:.2f} | {h:.2f} |")
+print("\np50 at 2 connections (median over the rounds), added over the direct call:\n")
 print("| route | alg | direct p50 ms | gateway p50 ms | HAProxy p50 ms | gateway added ms | HAProxy added ms |")
 print("|---|---|---|---|---|---|---|")
 for route, alg in measured(2):
