@@ -119,6 +119,7 @@ rotated() {
   local all=("$@")
   printf '%s\n' "${all[@]:by}" "${all[@]:0:by}"
 }
+# port_of CONTENDER: where it listens; HAProxy's port is the one of the current algorithm ($ha).
 port_of() {
   case $1 in
     gateway) echo "$GW" ;; gateway-nocache) echo "$GW_NOCACHE" ;; haproxy) echo "$ha" ;; *) echo "$LINGO" ;;

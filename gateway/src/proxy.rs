@@ -53,7 +53,9 @@ static NOT_FORWARDED: [HeaderName; 7] = [
 /// names are looked for in one scan first: the usual message carries none of them, and every
 /// removal is a hashed lookup.
 fn remove_headers(headers: &mut HeaderMap, lists: &[&[HeaderName]]) {
-    let listed = |name: &HeaderName| lists.iter().any(|list| list.contains(name));
+    let listed = |name: &HeaderName| {
+        name == header::CONNECTION || lists.iter().any(|list| list.contains(name))
+    };
     if !headers.keys().any(listed) {
         return;
     }
