@@ -682,6 +682,10 @@ async fn every_row_of_the_auth_table() {
         "Bearer ",
         "Basic dXNlcjpwYXNz",
         "Bearer a b",
+        "Bearer  abc",
+        "Bearer\tabc",
+        "Bearer a,b",
+        "Bearer abc\t",
         "Token abc",
     ] {
         let (status, challenge, body) = call("/required", &[header]).await;

@@ -89,8 +89,10 @@ impl JwksStore {
         if let Some(key) = self.lookup(alg, kid)? {
             return Ok(key);
         }
+        // Boxed: the refresh (an HTTP fetch) is rare, and inline its future would make every
+        // verification's future, and every request future holding one, larger.
         if kid.is_some()
-            && self.refresh(true).await
+            && Box::pin(self.refresh(true)).await
             && let Some(key) = self.lookup(alg, kid)?
         {
             return Ok(key);

@@ -6,14 +6,19 @@
 //! - the header and the claims are JSON objects that name each member read here at most once (a
 //!   second `alg` or `exp` is malformed, not "the last one wins");
 //! - NumericDate claims are non-negative numbers that fit in a u64 (RFC 7519 section 2).
+//!
+//! A gateway without a token cache does this for every request, so the usual token is read
+//! without touching the heap: its parts are decoded into room on the caller's stack and its
+//! string claims borrow from there.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::Algorithm;
 use serde::Deserialize;
-use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Why a token could not even be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +30,10 @@ pub enum Unreadable {
     /// The claims are not base64url, not a JSON object, or a member has the wrong type.
     Claims,
 }
+
+/// Stack room for one decoded part of a token: the usual header, claims and signature (up to
+/// RS256 with a 4096-bit key) fit; a larger part is decoded onto the heap instead.
+pub type PartRoom = [u8; 768];
 
 /// A token split into its parts, its header decoded; signature and claims are decoded on demand
 /// (the signature is checked before the claims are read).
@@ -44,7 +53,8 @@ impl<'a> SignedToken<'a> {
         else {
             return Err(Unreadable::Header);
         };
-        let header_json = base64url(header_part).ok_or(Unreadable::Header)?;
+        let mut room: PartRoom = [0; 768];
+        let header_json = base64url_in(header_part, &mut room).ok_or(Unreadable::Header)?;
         Ok(Self {
             header: json_object(&header_json).ok_or(Unreadable::Header)?,
             signing_input: &token[..header_part.len() + 1 + claims.len()],
@@ -53,14 +63,19 @@ impl<'a> SignedToken<'a> {
         })
     }
 
-    pub fn signature(&self) -> Result<Vec<u8>, Unreadable> {
-        base64url(self.signature).ok_or(Unreadable::Signature)
+    pub fn signature<'r>(&self, room: &'r mut PartRoom) -> Result<Cow<'r, [u8]>, Unreadable> {
+        base64url_in(self.signature, room).ok_or(Unreadable::Signature)
     }
 
-    /// The claims, read only after the signature was found good.
-    pub fn claims(&self) -> Result<Claims, Unreadable> {
-        let json = base64url(self.claims).ok_or(Unreadable::Claims)?;
-        json_object(&json).ok_or(Unreadable::Claims)
+    /// The claims, read only after the signature was found good. Their strings borrow from
+    /// `room` where they can.
+    pub fn claims<'r>(&self, room: &'r mut PartRoom) -> Result<Claims<'r>, Unreadable> {
+        match base64url_in(self.claims, room).ok_or(Unreadable::Claims)? {
+            Cow::Borrowed(json) => json_object(json),
+            // Too large for the stack: the claims are read into owned strings.
+            Cow::Owned(json) => json_object::<Claims>(&json).map(Claims::into_owned),
+        }
+        .ok_or(Unreadable::Claims)
     }
 }
 
@@ -69,9 +84,18 @@ pub fn base64url(text: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(text).ok()
 }
 
+/// [`base64url`] into `room` when the result fits there, else onto the heap.
+fn base64url_in<'r>(text: &str, room: &'r mut [u8]) -> Option<Cow<'r, [u8]>> {
+    if base64::decoded_len_estimate(text.len()) > room.len() {
+        return base64url(text).map(Cow::Owned);
+    }
+    let len = URL_SAFE_NO_PAD.decode_slice(text, room).ok()?;
+    Some(Cow::Borrowed(&room[..len]))
+}
+
 /// `bytes` as a JSON object of type `T`. serde would also read a struct from a JSON array, member
 /// by position; a token's header and claims are objects, so anything else is refused first.
-fn json_object<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+fn json_object<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
     if bytes.trim_ascii_start().first() != Some(&b'{') {
         return None;
     }
@@ -93,32 +117,79 @@ pub struct TokenHeader {
 
 /// The registered claims the contract checks, plus `scope`, before the verifier's checks. Every
 /// member is optional here, so that a missing one is reported by name rather than as a parse
-/// error.
+/// error. Strings borrow from the decoded JSON unless they hold escapes.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Claims {
-    #[serde(default)]
-    pub sub: Option<String>,
+pub struct Claims<'a> {
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub sub: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "numeric_date")]
     pub exp: Option<u64>,
     #[serde(default, deserialize_with = "numeric_date")]
     pub nbf: Option<u64>,
     #[serde(default, deserialize_with = "numeric_date")]
     pub iat: Option<u64>,
-    #[serde(default, deserialize_with = "issuer")]
-    pub iss: Option<Issuer>,
+    #[serde(default, borrow, deserialize_with = "issuer")]
+    pub iss: Option<Issuer<'a>>,
     /// `aud` as a single string or an array of strings, always read as a list.
-    #[serde(default, deserialize_with = "audience")]
-    pub aud: Option<Vec<String>>,
-    #[serde(default)]
-    pub scope: Option<String>,
+    #[serde(default, borrow, deserialize_with = "audience")]
+    pub aud: Option<Vec<Cow<'a, str>>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub scope: Option<Cow<'a, str>>,
+}
+
+impl Claims<'_> {
+    fn into_owned(self) -> Claims<'static> {
+        let owned = |text: Cow<'_, str>| Cow::Owned(text.into_owned());
+        Claims {
+            sub: self.sub.map(owned),
+            exp: self.exp,
+            nbf: self.nbf,
+            iat: self.iat,
+            iss: self.iss.map(|iss| match iss {
+                Issuer::String(name) => Issuer::String(owned(name)),
+                Issuer::NotAString => Issuer::NotAString,
+            }),
+            aud: self.aud.map(|names| names.into_iter().map(owned).collect()),
+            scope: self.scope.map(owned),
+        }
+    }
 }
 
 /// The contract wants `iss` to be a single string; an array (even one holding the right issuer)
 /// is refused with its own reason, so it is kept apart from a missing `iss`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Issuer {
-    String(String),
+pub enum Issuer<'a> {
+    String(Cow<'a, str>),
     NotAString,
+}
+
+/// A string borrowed from the JSON when it holds no escape, else copied.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// An optional string member (`null` counts as missing).
+fn text<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    Ok(Option::<Text>::deserialize(deserializer)?.map(|text| text.0))
 }
 
 /// Seconds since the epoch. RFC 7519 allows a fraction; it is rounded down, so a fractional `exp`
@@ -154,18 +225,23 @@ fn numeric_date<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
 }
 
 /// `iss`: a string, or noted as something else (any other JSON value, skipped unread).
-fn issuer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Issuer>, D::Error> {
+fn issuer<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Issuer<'a>>, D::Error> {
     struct AnyValue;
     impl<'de> Visitor<'de> for AnyValue {
-        type Value = Option<Issuer>;
+        type Value = Option<Issuer<'de>>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("any JSON value")
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(None)
         }
+        fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Issuer::String(Cow::Borrowed(text))))
+        }
         fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-            Ok(Some(Issuer::String(text.to_owned())))
+            Ok(Some(Issuer::String(Cow::Owned(text.to_owned()))))
         }
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
             Ok(Some(Issuer::NotAString))
@@ -193,22 +269,27 @@ fn issuer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Issuer>, 
 
 /// `aud`: one string or an array of strings (RFC 7519 section 4.1.3). Any other shape makes the
 /// claims unreadable.
-fn audience<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+fn audience<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<Cow<'a, str>>>, D::Error> {
     struct Names;
     impl<'de> Visitor<'de> for Names {
-        type Value = Option<Vec<String>>;
+        type Value = Option<Vec<Cow<'de, str>>>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a string or an array of strings")
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(None)
         }
+        fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(vec![Cow::Borrowed(name)]))
+        }
         fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
-            Ok(Some(vec![name.to_owned()]))
+            Ok(Some(vec![Cow::Owned(name.to_owned())]))
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
             let mut names = Vec::new();
-            while let Some(name) = items.next_element::<String>()? {
+            while let Some(Text(name)) = items.next_element::<Text>()? {
                 names.push(name);
             }
             Ok(Some(names))
@@ -229,8 +310,10 @@ mod tests {
         format!("{}.{}.c2ln", encode(header), encode(claims))
     }
 
-    fn claims_of(claims: &str) -> Result<Claims, Unreadable> {
-        SignedToken::parse(&token(r#"{"alg":"HS256"}"#, claims))?.claims()
+    fn claims_of(claims: &str) -> Result<Claims<'static>, Unreadable> {
+        let mut room = [0; 768];
+        let token = token(r#"{"alg":"HS256"}"#, claims);
+        Ok(SignedToken::parse(&token)?.claims(&mut room)?.into_owned())
     }
 
     #[test]
@@ -244,8 +327,12 @@ mod tests {
         assert_eq!(parsed.header.kid.as_deref(), Some("k1"));
         assert!(parsed.header.crit.is_none());
         assert_eq!(parsed.signing_input, &text[..text.rfind('.').unwrap()]);
-        assert_eq!(parsed.signature().unwrap(), b"sig");
-        assert_eq!(parsed.claims().unwrap().sub.as_deref(), Some("ada"));
+        let mut room = [0; 768];
+        assert_eq!(*parsed.signature(&mut room).unwrap(), *b"sig");
+        assert_eq!(
+            parsed.claims(&mut room).unwrap().sub.as_deref(),
+            Some("ada")
+        );
     }
 
     #[test]
@@ -267,7 +354,7 @@ mod tests {
         }
         let padded_signature = format!("{good}=");
         let parsed = SignedToken::parse(&padded_signature).unwrap();
-        assert_eq!(parsed.signature(), Err(Unreadable::Signature));
+        assert_eq!(parsed.signature(&mut [0; 768]), Err(Unreadable::Signature));
     }
 
     #[test]
@@ -316,7 +403,7 @@ mod tests {
         );
         assert_eq!(
             claims_of(r#"{"aud":"one"}"#).unwrap().aud,
-            Some(vec!["one".to_owned()])
+            Some(vec![Cow::from("one")])
         );
         assert_eq!(
             claims_of(r#"{"sub":"a\u0041"}"#).unwrap().sub.as_deref(),
@@ -336,5 +423,46 @@ mod tests {
         ] {
             assert_eq!(claims_of(bad).err(), Some(Unreadable::Claims), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_strings_are_borrowed_and_large_parts_still_read() {
+        let mut room = [0; 768];
+        let text = token(r#"{"alg":"HS256"}"#, r#"{"sub":"ada","iss":"me\u0021"}"#);
+        let claims = SignedToken::parse(&text)
+            .unwrap()
+            .claims(&mut room)
+            .unwrap();
+        assert!(matches!(claims.sub, Some(Cow::Borrowed("ada"))));
+        assert_eq!(claims.iss, Some(Issuer::String(Cow::Owned("me!".into()))));
+
+        // Parts larger than the stack room are decoded onto the heap, with the same result.
+        let scope = "s ".repeat(600);
+        let big = format!(r#"{{"sub":"ada","scope":"{scope}"}}"#);
+        let read = claims_of(&big).unwrap();
+        assert_eq!(
+            (read.sub.as_deref(), read.scope.as_deref()),
+            (Some("ada"), Some(&*scope))
+        );
+        let long_signature = format!(
+            "{}.{}",
+            &text[..text.rfind('.').unwrap()],
+            encode(&"x".repeat(1000))
+        );
+        let parsed = SignedToken::parse(&long_signature).unwrap();
+        assert_eq!(parsed.signature(&mut room).unwrap().len(), 1000);
+        let big_header = token(
+            &format!(r#"{{"alg":"RS256","kid":"{}"}}"#, "k".repeat(900)),
+            "{}",
+        );
+        assert_eq!(
+            SignedToken::parse(&big_header)
+                .unwrap()
+                .header
+                .kid
+                .unwrap()
+                .len(),
+            900
+        );
     }
 }

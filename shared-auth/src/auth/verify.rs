@@ -13,7 +13,7 @@ use crate::auth::claims::Caller;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::jwks::{JwksSource, JwksStore};
 use crate::auth::keys::VerifyingKey;
-use crate::auth::token::{Claims, Issuer, SignedToken, Unreadable};
+use crate::auth::token::{Claims, Issuer, PartRoom, SignedToken, Unreadable};
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -81,13 +81,26 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, AuthError> {
     if values.next().is_some() {
         return Err(AuthError::InvalidHeader);
     }
-    let value = value.to_str().map_err(|_| AuthError::InvalidHeader)?;
-    let (scheme, token) = value.split_once(' ').ok_or(AuthError::InvalidHeader)?;
-    let token_is_one_word = !token.is_empty() && !token.contains([' ', '\t', ',']);
-    if !scheme.eq_ignore_ascii_case("bearer") || !token_is_one_word {
+    // Read as bytes in one pass: the token is the longest header of most requests, and this
+    // runs for every one of them.
+    let bytes = value.as_bytes();
+    let space = bytes
+        .iter()
+        .position(|&byte| byte == b' ')
+        .ok_or(AuthError::InvalidHeader)?;
+    let (scheme, token) = (&bytes[..space], &bytes[space + 1..]);
+    // One word of visible ASCII: no space, tab, comma or control character.
+    // A fold rather than `all`: without an early exit the compiler checks many bytes at once.
+    let token_is_one_word = !token.is_empty()
+        && token
+            .iter()
+            .fold(true, |ok, &b| ok & b.is_ascii_graphic() & (b != b','));
+    if !scheme.eq_ignore_ascii_case(b"bearer") || !token_is_one_word {
         return Err(AuthError::InvalidHeader);
     }
-    Ok(Some(token))
+    std::str::from_utf8(token)
+        .map(Some)
+        .map_err(|_| AuthError::InvalidHeader)
 }
 
 fn parse_algorithm(name: &str) -> Result<Algorithm, ConfigError> {
@@ -198,11 +211,13 @@ impl Verifier {
             return Err(AuthError::InvalidToken("crit header not supported"));
         }
         let key = self.key_for(alg, token.header.kid.as_deref()).await?;
-        let signature = token.signature().map_err(unreadable)?;
+        let mut room: PartRoom = [0; 768];
+        let signature = token.signature(&mut room).map_err(unreadable)?;
         if !key.verifies(token.signing_input.as_bytes(), &signature) {
             return Err(AuthError::InvalidToken("bad signature"));
         }
-        self.check_claims(token.claims().map_err(unreadable)?)
+        let mut room: PartRoom = [0; 768];
+        self.check_claims(token.claims(&mut room).map_err(unreadable)?)
     }
 
     async fn key_for(
@@ -219,7 +234,7 @@ impl Verifier {
     }
 
     /// The contract's claim rules (docs/authentication.md), for a token whose signature is good.
-    fn check_claims(&self, claims: Claims) -> Result<Caller, AuthError> {
+    fn check_claims(&self, claims: Claims<'_>) -> Result<Caller, AuthError> {
         let refuse = |why| Err(AuthError::InvalidToken(why));
         let Some(exp) = claims.exp else {
             return refuse("missing exp claim");
@@ -246,7 +261,7 @@ impl Verifier {
             Issuer::String(iss) if iss != self.issuer => return refuse("wrong issuer"),
             Issuer::String(_) => {}
         }
-        if !aud.contains(&self.audience) {
+        if !aud.iter().any(|name| *name == self.audience) {
             return refuse("wrong audience");
         }
         let sub_len = sub.chars().count();
@@ -269,7 +284,7 @@ impl Verifier {
             .map(str::to_owned)
             .collect();
         Ok(Caller {
-            sub,
+            sub: sub.into_owned(),
             scopes,
             expires_at: exp,
         })
