@@ -125,7 +125,7 @@ async fn accept_loop<F>(
         let frontend = frontend.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
-            let answer = frontend.clone().handle(request.map(Body::new));
+            let answer = Box::pin(frontend.clone().handle(request.map(Body::new)));
             async move { Ok::<_, Infallible>(answer.await) }
         });
         let builder = builder.clone();
