@@ -73,10 +73,30 @@ pub fn normalize(uri: &Uri) -> Option<PathAndQuery> {
 fn is_plain(path_and_query: &str) -> bool {
     let safe = path_and_query
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:@/?%".contains(&b));
+        .all(|b| NEVER_REWRITTEN[usize::from(b)]);
     let path = path_and_query.split('?').next().unwrap_or_default();
-    safe && !path.split('/').any(is_dot_segment)
+    // Most paths have neither a dot nor an escape, so no segment can be a dot segment.
+    let may_have_dots = path.bytes().any(|b| b == b'.' || b == b'%');
+    safe && !(may_have_dots && path.split('/').any(is_dot_segment))
 }
+
+/// The bytes URL parsing never rewrites in a path or query, as a table: this runs on every
+/// request.
+static NEVER_REWRITTEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = (byte as u8).is_ascii_alphanumeric();
+        byte += 1;
+    }
+    let punctuation = b"-._~!$&()*+,;=:@/?%";
+    let mut index = 0;
+    while index < punctuation.len() {
+        table[punctuation[index] as usize] = true;
+        index += 1;
+    }
+    table
+};
 
 fn is_dot_segment(segment: &str) -> bool {
     if segment.len() > 6 || !segment.contains(['.', '%']) {
@@ -98,7 +118,11 @@ pub fn classify(path: &str, method: &Method) -> Option<Route> {
         if count == MAX_SEGMENTS {
             break;
         }
-        decoded[count] = percent_decode_str(segment).decode_utf8_lossy();
+        decoded[count] = if segment.contains('%') {
+            percent_decode_str(segment).decode_utf8_lossy()
+        } else {
+            Cow::Borrowed(segment)
+        };
         count += 1;
     }
     let mut segments: [&str; MAX_SEGMENTS] = [""; MAX_SEGMENTS];
@@ -228,8 +252,16 @@ mod tests {
             "/v1/news/.../x",
             "/v1/news/%zz",
         ];
+        // Every visible ASCII byte, in a path and in a query.
+        let every_byte = (0x21u8..0x7f).flat_map(|b| {
+            let c = char::from(b);
+            [format!("/v1/news/a{c}b"), format!("/v1/news?q=a{c}b")]
+        });
+        let inputs = inputs.into_iter().map(str::to_owned).chain(every_byte);
         for input in inputs {
-            let uri: Uri = input.parse().expect("uri");
+            let Ok(uri) = input.parse::<Uri>() else {
+                continue;
+            };
             let fast = normalize(&uri).expect("normalizable");
             let parsed =
                 reqwest::Url::parse(&format!("http://gateway.invalid{input}")).expect("url");
