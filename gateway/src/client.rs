@@ -148,7 +148,10 @@ impl UpstreamClient {
             }
         };
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        // Flattened writes (`send`, not `writev`), as on the gateway's own side (server.rs).
+        let (sender, connection) = hyper::client::conn::http1::Builder::new()
+            .writev(false)
+            .handshake(TokioIo::new(stream))
             .await
             .map_err(|error| SendError::NotSent(std::io::Error::other(error)))?;
         tokio::spawn(async move {
