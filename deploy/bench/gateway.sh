@@ -12,8 +12,9 @@
 # is stopped on exit (PostgreSQL included).
 #
 # Environment: STEP_SECS (5), ROUNDS (2), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
-# (55480), PERF (1), BENCH_STATE (.local/bench-gateway), BUILD=0 (use the release binaries as built),
-# ROUTES / ALGS (space-separated subsets, to iterate on one case).
+# (55480), PERF (1), INSTRUCTIONS (1: count instructions per request under valgrind), BENCH_STATE
+# (.local/bench-gateway), BUILD=0 (use the release binaries as built), ROUTES / ALGS
+# (space-separated subsets, to iterate on one case).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -23,11 +24,13 @@ LEARNERS=${LEARNERS:-2000}
 PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
 GW=$base GW_NOCACHE=$((base + 1)) HA_HS=$((base + 2)) HA_RS=$((base + 3)) LINGO=$((base + 4))
-require_free_ports "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$PG_PORT"
+COUNTED=$((base + 5))   # the contender whose instructions are being counted (one at a time)
+require_free_ports "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$COUNTED" "$PG_PORT"
 bench_folders "$root/.local/bench-gateway" lingonews-gwbench
 results="$state/results.tsv"
 
 need_apt wrk:wrk haproxy:haproxy openssl:openssl perf:linux-perf
+[ "${INSTRUCTIONS:-1}" = 0 ] || need_apt valgrind:valgrind
 say "building release binaries"
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked --release -p gateway -p lingo-service)
 bin="$(target_dir)/release"
@@ -164,8 +167,46 @@ if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
     | tidy 60 >"$state/profile-children.txt" || true
 fi
 
+# counted NAME CMD...: the instructions per request CMD (a contender listening on $COUNTED) executes in
+# user space, counted by valgrind's callgrind over STEP_SECS of HS256 load on /v1/lingo/languages at
+# 4 connections, after a warm-up that is not counted. Unlike req/s and CPU time this count does not
+# move with whatever else the machine does, so small differences show. The kernel's work is not in
+# it; both proxies make the same system calls per request (a read and a write on each side).
+counted() {
+  local name=$1 out="$work/callgrind-$1" url="http://127.0.0.1:$COUNTED/v1/lingo/languages" requests total
+  shift
+  spawn "callgrind-$name" "$logs" valgrind --tool=callgrind --trace-children=yes --instr-atstart=no --callgrind-out-file="$out.%p" "$@"
+  local pid=$last_pid
+  wait_ready "$name under valgrind" "$COUNTED" "$pid" /healthz
+  TOKEN=$HS_TOKEN wrk -t1 -c4 -d2s -s "$bench_dir/bench.lua" "$url" >/dev/null 2>&1 || true
+  callgrind_control --instr=on "$pid" >/dev/null
+  requests=$(TOKEN=$HS_TOKEN wrk -t1 -c4 -d"${STEP_SECS}s" -s "$bench_dir/bench.lua" "$url" 2>&1 \
+    | sed -n 's/^RESULT //p' | python3 -c 'import json, sys; r = json.load(sys.stdin); assert r["non_2xx_3xx"] == 0; print(r["requests"])') \
+    || die "the counted load on $name failed"
+  callgrind_control --instr=off "$pid" >/dev/null
+  callgrind_control --dump "$pid" >/dev/null
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  total=$(cat "$out".* | sed -n 's/^totals: //p' | paste -sd+ | bc)
+  [ -n "$total" ] || die "callgrind counted nothing for $name (see $logs/callgrind-$name.log)"
+  printf '%s\t%s\t%s\n' "$name" "$requests" "$total" >>"$state/instructions.tsv"
+  tail -n 1 "$state/instructions.tsv" >&2
+}
+
+: >"$state/instructions.tsv"
+if [ "${INSTRUCTIONS:-1}" = 1 ]; then
+  say "instructions per request (callgrind; one worker thread each)"
+  one_worker=(env "${upstreams[@]}" GATEWAY_WORKERS=1 GATEWAY_LISTEN_ADDR="127.0.0.1:$COUNTED")
+  counted gateway "${one_worker[@]}" "$bin/gateway" serve
+  counted gateway-nocache "${one_worker[@]}" TOKEN_CACHE_CAPACITY=0 "$bin/gateway" serve
+  # HAProxy's HS256 frontend alone, on the counted port, with one thread.
+  sed -n '1,/^frontend jwt_rs256/p' "$work/haproxy.cfg" | sed -e '$d' -e "s#127.0.0.1:$HA_HS#127.0.0.1:$COUNTED#" \
+    -e 's/^global$/global\n    nbthread 1/' >"$work/haproxy-counted.cfg"
+  sed -n '/^backend lingo/,$p' "$work/haproxy.cfg" >>"$work/haproxy-counted.cfg"
+  counted haproxy haproxy -db -f "$work/haproxy-counted.cfg"
+fi
+
 say "summary"
-python3 - "$results" "$state/rss.tsv" "$state/profile.txt" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+python3 - "$results" "$state/rss.tsv" "$state/profile.txt" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$state/instructions.tsv" <<'EOF'
 import collections, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
@@ -219,4 +260,10 @@ except OSError:
 if profile:
     print("\nFlat profile of the gateway (perf, HS256, `/v1/lingo/languages`, 64 connections; self time by DSO and symbol, over 1%):\n")
     print("```\n" + profile + "\n```")
+counts = {name: int(total) / int(requests) for name, requests, total in (l.split("\t") for l in open(sys.argv[6]) if l.strip())}
+if counts:
+    print("\nInstructions per request in user space (valgrind's callgrind; HS256, `/v1/lingo/languages`, 4 connections, one thread each):\n")
+    print("| gateway | gateway, no cache | HAProxy | HAProxy ÷ gateway | HAProxy ÷ no cache |\n|---|---|---|---|---|")
+    g, n, h = counts["gateway"], counts["gateway-nocache"], counts["haproxy"]
+    print(f"| {g:,.0f} | {n:,.0f} | {h:,.0f} | {h / g:.2f}× | {h / n:.2f}× |")
 EOF
