@@ -140,7 +140,7 @@ impl Application {
             config.probe_interval(),
         ));
 
-        let listener = TcpListener::bind(&config.listen_addr)
+        let listener = shared_auth::http::serve::bind(config.listen_addr.as_str())
             .await
             .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
         let port = listener.local_addr()?.port();

@@ -72,7 +72,7 @@ impl Application {
             Duration::from_millis(config.request_timeout_ms),
         )
         .context("LINGO_DATABASE_URL")?;
-        let listener = TcpListener::bind(config.listen_addr)
+        let listener = shared_auth::http::serve::bind(config.listen_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
         let local_addr = listener.local_addr()?;

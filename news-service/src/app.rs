@@ -89,7 +89,7 @@ impl Application {
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
         };
-        let listener = TcpListener::bind(config.listen_addr).await?;
+        let listener = shared_auth::http::serve::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();
         Ok(Self {
             port,

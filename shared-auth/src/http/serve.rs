@@ -8,6 +8,7 @@
 //! is by the gateway.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tower::Layer;
 use tower::ServiceExt;
@@ -29,6 +30,38 @@ use tower::ServiceExt;
 /// How long a client may take to send a whole request head (and how long an idle keep-alive
 /// connection stays open): 10 s, as the contract says.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections the kernel completes and queues for a listener before its server accepts them.
+/// tokio's `TcpListener::bind` asks for 128, as the standard library does; a burst beyond that (a
+/// gateway opening a few hundred upstream connections at once while the service is busy) has its
+/// SYNs dropped, and a dropped SYN is only sent again after a second. The kernel caps the value at
+/// `net.core.somaxconn` (4096 by default).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on the first address `address` resolves to, with [`LISTEN_BACKLOG`]; every binary
+/// listens through this.
+pub async fn bind(address: impl tokio::net::ToSocketAddrs) -> io::Result<TcpListener> {
+    let mut failure = None;
+    for candidate in tokio::net::lookup_host(address).await? {
+        match listen_on(candidate) {
+            Ok(listener) => return Ok(listener),
+            Err(error) => failure = Some(error),
+        }
+    }
+    Err(failure.unwrap_or_else(|| io::Error::other("the address resolves to no address")))
+}
+
+fn listen_on(address: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restarted binary can listen again at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for
 /// the open connections to finish their requests.
@@ -160,6 +193,23 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_connections_is_queued_not_dropped() {
+        // Nothing accepts: with tokio's default backlog of 128, connections past it would wait
+        // a second for their SYN to be sent again.
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut queued = Vec::new();
+        for index in 0..400 {
+            let connecting = TcpStream::connect(address);
+            match tokio::time::timeout(Duration::from_millis(500), connecting).await {
+                Ok(Ok(stream)) => queued.push(stream),
+                other => panic!("connection {index} was not queued: {other:?}"),
+            }
+        }
+        assert!(bind("no-such-host.invalid:80").await.is_err());
+    }
 
     #[tokio::test]
     async fn a_405_problem_names_the_allowed_methods() {
