@@ -91,8 +91,10 @@ pub struct GatewayConfig {
     /// Base URLs of the news-service replicas, comma-separated.
     #[arg(long, env = "NEWS_UPSTREAMS", default_value = "")]
     pub news_upstreams: UpstreamUrls,
-    /// Time allowed to open a TCP connection to a replica.
-    #[arg(long, env = "UPSTREAM_CONNECT_TIMEOUT_MS", default_value_t = 1000)]
+    /// Time allowed to open a TCP connection to a replica. Longer than the kernel's first SYN
+    /// retransmission (1 s): a connect whose first SYN was dropped still gets through, instead
+    /// of timing out just as its retry goes out (and cooling the replica down).
+    #[arg(long, env = "UPSTREAM_CONNECT_TIMEOUT_MS", default_value_t = 2000)]
     pub upstream_connect_timeout_ms: u64,
     /// Time allowed from the start of a request until an upstream's response headers (504 after).
     #[arg(long, env = "UPSTREAM_TIMEOUT_MS", default_value_t = 10_000)]
@@ -152,7 +154,7 @@ impl GatewayConfig {
             listen_addr: "127.0.0.1:0".into(),
             lingo_upstreams: urls(lingo_upstreams),
             news_upstreams: urls(news_upstreams),
-            upstream_connect_timeout_ms: 1000,
+            upstream_connect_timeout_ms: 2000,
             upstream_timeout_ms: 10_000,
             upstream_cooldown_secs: 10,
             upstream_probe_interval_secs: 5,
