@@ -230,8 +230,9 @@ impl Frontend {
         let parts = &*self.0;
         let response = in_request_context(request, |request| async move {
             // Boxed: inline, the router's and the edge's futures would make every request's
-            // future four times larger (13 KiB), and hyper moves that future around (the copies
-            // showed in the profile).
+            // future four times larger (13 KiB), and that future is moved around whole (the
+            // copies showed in the profile; without this box the gateway executes 102,800
+            // instructions per request instead of 65,800, though server.rs boxes it too).
             metrics::tracked(&parts.state.metrics, request, |request| {
                 Box::pin(parts.route(request))
             })

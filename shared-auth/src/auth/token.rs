@@ -33,7 +33,8 @@ pub enum Unreadable {
 
 /// Stack room for one decoded part of a token: the usual header, claims and signature (up to
 /// RS256 with a 4096-bit key) fit; a larger part is decoded onto the heap instead.
-pub type PartRoom = [u8; 768];
+pub type PartRoom = [u8; PART_ROOM_BYTES];
+pub const PART_ROOM_BYTES: usize = 768;
 
 /// A token split into its parts, its header decoded; signature and claims are decoded on demand
 /// (the signature is checked before the claims are read).
@@ -53,7 +54,7 @@ impl<'a> SignedToken<'a> {
         else {
             return Err(Unreadable::Header);
         };
-        let mut room: PartRoom = [0; 768];
+        let mut room: PartRoom = [0; PART_ROOM_BYTES];
         let header_json = base64url_in(header_part, &mut room).ok_or(Unreadable::Header)?;
         Ok(Self {
             header: json_object(&header_json).ok_or(Unreadable::Header)?,
@@ -311,7 +312,7 @@ mod tests {
     }
 
     fn claims_of(claims: &str) -> Result<Claims<'static>, Unreadable> {
-        let mut room = [0; 768];
+        let mut room = [0; PART_ROOM_BYTES];
         let token = token(r#"{"alg":"HS256"}"#, claims);
         Ok(SignedToken::parse(&token)?.claims(&mut room)?.into_owned())
     }
@@ -327,7 +328,7 @@ mod tests {
         assert_eq!(parsed.header.kid.as_deref(), Some("k1"));
         assert!(parsed.header.crit.is_none());
         assert_eq!(parsed.signing_input, &text[..text.rfind('.').unwrap()]);
-        let mut room = [0; 768];
+        let mut room = [0; PART_ROOM_BYTES];
         assert_eq!(*parsed.signature(&mut room).unwrap(), *b"sig");
         assert_eq!(
             parsed.claims(&mut room).unwrap().sub.as_deref(),
@@ -354,7 +355,10 @@ mod tests {
         }
         let padded_signature = format!("{good}=");
         let parsed = SignedToken::parse(&padded_signature).unwrap();
-        assert_eq!(parsed.signature(&mut [0; 768]), Err(Unreadable::Signature));
+        assert_eq!(
+            parsed.signature(&mut [0; PART_ROOM_BYTES]),
+            Err(Unreadable::Signature)
+        );
     }
 
     #[test]
@@ -427,7 +431,7 @@ mod tests {
 
     #[test]
     fn plain_strings_are_borrowed_and_large_parts_still_read() {
-        let mut room = [0; 768];
+        let mut room = [0; PART_ROOM_BYTES];
         let text = token(r#"{"alg":"HS256"}"#, r#"{"sub":"ada","iss":"me\u0021"}"#);
         let claims = SignedToken::parse(&text)
             .unwrap()

@@ -13,7 +13,7 @@ use crate::auth::claims::Caller;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::jwks::{JwksSource, JwksStore};
 use crate::auth::keys::VerifyingKey;
-use crate::auth::token::{Claims, Issuer, PartRoom, SignedToken, Unreadable};
+use crate::auth::token::{Claims, Issuer, PART_ROOM_BYTES, PartRoom, SignedToken, Unreadable};
 
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -211,12 +211,12 @@ impl Verifier {
             return Err(AuthError::InvalidToken("crit header not supported"));
         }
         let key = self.key_for(alg, token.header.kid.as_deref()).await?;
-        let mut room: PartRoom = [0; 768];
+        let mut room: PartRoom = [0; PART_ROOM_BYTES];
         let signature = token.signature(&mut room).map_err(unreadable)?;
         if !key.verifies(token.signing_input.as_bytes(), &signature) {
             return Err(AuthError::InvalidToken("bad signature"));
         }
-        let mut room: PartRoom = [0; 768];
+        let mut room: PartRoom = [0; PART_ROOM_BYTES];
         self.check_claims(token.claims(&mut room).map_err(unreadable)?)
     }
 
