@@ -11,15 +11,18 @@
 # 2000), and every step is time-bounded. Everything stays on 127.0.0.1; every process it starts
 # is stopped on exit (PostgreSQL included).
 #
-# Environment: STEP_SECS (5), ROUNDS (2), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
+# Environment: STEP_SECS (2), ROUNDS (8), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
 # (55480), PERF (1), INSTRUCTIONS (1: count instructions per request under valgrind), BENCH_STATE
 # (.local/bench-gateway), BUILD=0 (use the release binaries as built), ROUTES / ALGS
 # (space-separated subsets, to iterate on one case).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-STEP_SECS=${STEP_SECS:-5}
-ROUNDS=${ROUNDS:-2}
+# Many short rounds rather than a few long ones: the VM's speed drifts in plateaus of a few
+# seconds (the direct call alone goes from 9,800 to 12,500 req/s and back within a minute), so
+# steps close together in time compare fairly, and more rounds steady the medians.
+STEP_SECS=${STEP_SECS:-2}
+ROUNDS=${ROUNDS:-8}
 LEARNERS=${LEARNERS:-2000}
 PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
@@ -86,7 +89,8 @@ done
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # one CONTENDER ROUTE ALG CONNS SECS URL: one wrk run, one TSV line (contender route alg conns rps
-# p50 p99 errors load cpu_us_per_request lingo_cpu_us_per_request). CPU per request is the
+# p50 p99 errors load cpu_us_per_request lingo_cpu_us_per_request round; $round is 0 outside the
+# interleaved rounds). CPU per request is the
 # contender's own CPU time over the requests it answered: unlike req/s, it hardly moves with what
 # else the machine is doing. lingo-service's CPU per request behind each contender shows whether a
 # proxy changes the work of the service behind it (the same requests, in principle the same work).
@@ -94,23 +98,21 @@ one() {
   local who=$1 route=$2 alg=$3 conns=$4 secs=$5 url=$6 token threads=2 out result pid before lingo_before
   [ "$alg" = HS256 ] && token=$HS_TOKEN || token=$RS_TOKEN
   [ "$conns" -lt 2 ] && threads=1
-  case $who in
-    gateway) pid=$gw_pid ;; gateway-nocache) pid=$gwn_pid ;; haproxy) pid=$ha_pid ;; *) pid=$lingo_pid ;;
-  esac
+  pid=$(pid_of "$who")
   before=$(cpu_ticks "$pid") lingo_before=$(cpu_ticks "$lingo_pid")
   out=$(TOKEN=$token wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s "$bench_dir/bench.lua" "$url" 2>&1) || true
   result=$(sed -n 's/^RESULT //p' <<<"$out")
   [ -n "$result" ] || { printf '%s\n' "$out" >&2; die "wrk failed on $who $route"; }
   python3 - "$who" "$route" "$alg" "$conns" "$result" "$(cut -d' ' -f1 /proc/loadavg)" \
     "$(( $(cpu_ticks "$pid") - before ))" "$(( $(cpu_ticks "$lingo_pid") - lingo_before ))" \
-    "$(getconf CLK_TCK)" >>"$results" <<'EOF'
+    "$(getconf CLK_TCK)" "$round" >>"$results" <<'EOF'
 import json, sys
-who, route, alg, conns, raw, load, ticks, lingo_ticks, hz = sys.argv[1:]
+who, route, alg, conns, raw, load, ticks, lingo_ticks, hz, round_ = sys.argv[1:]
 r = json.loads(raw)
 errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["non_2xx_3xx"]
 per_request = lambda t: int(t) / int(hz) * 1e6 / max(r["requests"], 1)
 print("\t".join([who, route, alg, conns, "%.1f" % r["rps"], "%.3f" % r["p50_ms"], "%.3f" % r["p99_ms"], str(errors), load,
-                 "%.1f" % per_request(ticks), "%.1f" % per_request(lingo_ticks)]))
+                 "%.1f" % per_request(ticks), "%.1f" % per_request(lingo_ticks), round_]))
 EOF
   tail -n 1 "$results" >&2
 }
@@ -122,14 +124,21 @@ rotated() {
   local all=("$@")
   printf '%s\n' "${all[@]:by}" "${all[@]:0:by}"
 }
-# port_of CONTENDER: where it listens; HAProxy's port is the one of the current algorithm ($ha).
+# port_of / pid_of CONTENDER: where it listens (HAProxy's port is the one of the current
+# algorithm, $ha) and its process; "direct" is lingo-service itself.
 port_of() {
   case $1 in
     gateway) echo "$GW" ;; gateway-nocache) echo "$GW_NOCACHE" ;; haproxy) echo "$ha" ;; *) echo "$LINGO" ;;
   esac
 }
+pid_of() {
+  case $1 in
+    gateway) echo "$gw_pid" ;; gateway-nocache) echo "$gwn_pid" ;; haproxy) echo "$ha_pid" ;; *) echo "$lingo_pid" ;;
+  esac
+}
 
 : >"$results"
+round=0
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 say "interleaved rounds: $ROUNDS x (routes x algorithms x contenders), $STEP_SECS s per step"
 for round in $(seq 1 "$ROUNDS"); do
@@ -146,6 +155,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+round=0
 say "256 connections (peak RSS)"
 one gateway /v1/lingo/languages HS256 256 "$STEP_SECS" "http://127.0.0.1:$GW/v1/lingo/languages"
 one gateway /v1/lingo/me/xp HS256 256 "$STEP_SECS" "http://127.0.0.1:$GW/v1/lingo/me/xp"
@@ -211,9 +221,16 @@ import collections, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
 by = collections.defaultdict(list)
-for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us, lingo_cpu_us in rows:
+rps_in_round = {}
+for who, route, alg, conns, rps, p50, p99, errors, load, cpu_us, lingo_cpu_us, round_ in rows:
     by[(who, route, alg, int(conns))].append((float(rps), float(p50), float(p99), int(errors), load, float(cpu_us), float(lingo_cpu_us)))
+    rps_in_round[(who, route, alg, int(conns), round_)] = float(rps)
 med = lambda xs: statistics.median(xs)
+def paired(who, route, alg):
+    """Median over the rounds of who's req/s divided by HAProxy's in the same round (seconds apart)."""
+    ratios = [rps / rps_in_round[("haproxy", r, a, c, n)] for (w, r, a, c, n), rps in rps_in_round.items()
+              if (w, r, a, c) == (who, route, alg, 64) and n != "0" and ("haproxy", r, a, c, n) in rps_in_round]
+    return med(ratios)
 def measured(conns):
     """The (route, alg) steps the gateway ran at `conns` connections (ROUTES / ALGS may skip some)."""
     for route in ("/v1/lingo/me/xp", "/v1/lingo/languages"):
@@ -221,12 +238,14 @@ def measured(conns):
             if by[("gateway", route, alg, conns)]:
                 yield route, alg
 print(f"Load average at start {sys.argv[4]}, at end {sys.argv[5]}.\n")
-print("| route | alg | gateway req/s | gateway, no cache req/s | HAProxy req/s | direct req/s | gateway ÷ HAProxy | no cache ÷ HAProxy | errors |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("req/s at 64 connections: medians over the rounds, their ratios, and the median of the ratios within a round (paired: the two steps seconds apart, so the VM's drift mostly cancels):\n")
+print("| route | alg | gateway req/s | gateway, no cache req/s | HAProxy req/s | direct req/s | gateway ÷ HAProxy | no cache ÷ HAProxy | gateway ÷ HAProxy, paired | no cache ÷ HAProxy, paired | errors |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for route, alg in measured(64):
     g, n, h, d = (med([r[0] for r in by[(w, route, alg, 64)]]) for w in ("gateway", "gateway-nocache", "haproxy", "direct"))
     errs = sum(r[3] for w in ("gateway", "gateway-nocache", "haproxy", "direct") for r in by[(w, route, alg, 64)])
-    print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {errs} |")
+    pg, pn = paired("gateway", route, alg), paired("gateway-nocache", route, alg)
+    print(f"| `{route}` | {alg} | {g:,.0f} | {n:,.0f} | {h:,.0f} | {d:,.0f} | {g/h:.2f}× | {n/h:.2f}× | {pg:.2f}× | {pn:.2f}× | {errs} |")
 print("\nCPU time per request at 64 connections (the contender's own user + system time over the requests it answered; median over the rounds):\n")
 print("| route | alg | gateway µs | gateway, no cache µs | HAProxy µs | HAProxy ÷ gateway | HAProxy ÷ no cache |")
 print("|---|---|---|---|---|---|---|")
