@@ -1,5 +1,5 @@
-//! The gateway's listener: hyper's HTTP/1.1 and HTTP/2 server with a deadline for the request
-//! head (a client that sends part of a head and idles is disconnected), `TCP_NODELAY`, the peer
+//! The gateway's listener: hyper's HTTP/1.1 server with a deadline for the request head (a client
+//! that sends nothing, or part of a head, and idles is disconnected), `TCP_NODELAY`, the peer
 //! address handed to the router as `ConnectInfo`, and a graceful shutdown that stops accepting and
 //! waits for the connections in flight.
 //!
@@ -18,9 +18,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -99,9 +99,11 @@ async fn accept_loop<F>(
 ) where
     F: Future<Output = ()>,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only: hyper-util's protocol-sniffing server reads a connection's first bytes
+    // without any deadline, so a client that connected and sent nothing was never closed. Clients
+    // speak HTTP/2 to the load balancer in front, if at all.
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .keep_alive(true)

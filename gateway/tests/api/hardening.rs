@@ -59,6 +59,24 @@ async fn a_half_sent_request_head_is_closed_at_the_timeout_while_others_are_serv
 }
 
 #[tokio::test]
+async fn a_connection_that_sends_nothing_or_an_http2_preface_is_closed_at_the_timeout() {
+    let stack = Stack::start_with(|config| config.header_read_timeout_ms = 500).await;
+    for first_bytes in [&b""[..], b"PRI * HTTP/2.0\r\n"] {
+        let mut idle = tokio::net::TcpStream::connect(stack.gateway.addr)
+            .await
+            .expect("connect");
+        idle.write_all(first_bytes).await.expect("write");
+        let mut answer = Vec::new();
+        let closed =
+            tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut answer)).await;
+        assert!(
+            closed.is_ok(),
+            "a connection that sent {first_bytes:?} was still open after 5 s"
+        );
+    }
+}
+
+#[tokio::test]
 async fn without_trusted_proxies_forwarding_headers_of_the_client_are_ignored() {
     let stack = Stack::start().await;
     let gateway = &stack.gateway;
