@@ -111,9 +111,15 @@ pub struct TokenHeader {
     pub alg: Algorithm,
     #[serde(default)]
     pub kid: Option<String>,
-    /// Present at all (any value but `null`) means rejected: no extension is understood.
-    #[serde(default)]
+    /// Present at all, whatever its value (`null` included), means rejected: no extension is
+    /// understood.
+    #[serde(default, deserialize_with = "present")]
     pub crit: Option<IgnoredAny>,
+}
+
+/// `Some` for a member that is there, even as `null` (plain `Option` reads `null` as absent).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<IgnoredAny>, D::Error> {
+    IgnoredAny::deserialize(deserializer).map(Some)
 }
 
 /// The registered claims the contract checks, plus `scope`, before the verifier's checks. Every
@@ -377,8 +383,16 @@ mod tests {
                 "{header}"
             );
         }
-        let crit = token(r#"{"alg":"HS256","crit":["exp"]}"#, "{}");
-        assert!(SignedToken::parse(&crit).unwrap().header.crit.is_some());
+        for header in [
+            r#"{"alg":"HS256","crit":["exp"]}"#,
+            r#"{"alg":"HS256","crit":null}"#,
+        ] {
+            let crit = token(header, "{}");
+            assert!(
+                SignedToken::parse(&crit).unwrap().header.crit.is_some(),
+                "{header}"
+            );
+        }
     }
 
     #[test]
