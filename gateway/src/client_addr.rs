@@ -52,11 +52,13 @@ impl TrustedProxies {
         let mut nearest_trusted = None;
         let values: Vec<&HeaderValue> = headers.get_all(X_FORWARDED_FOR).iter().collect();
         for value in values.into_iter().rev() {
-            let Ok(text) = value.to_str() else {
-                return nearest_trusted;
-            };
-            for entry in text.rsplit(',').map(str::trim) {
-                let Some(ip) = parse_entry(entry) else {
+            // Entry by entry, not the value as a whole: a client's junk bytes on the left of the
+            // list must not hide the address its proxy appended on the right.
+            for entry in value.as_bytes().rsplit(|&byte| byte == b',') {
+                let Some(ip) = std::str::from_utf8(entry)
+                    .ok()
+                    .and_then(|entry| parse_entry(entry.trim()))
+                else {
                     return nearest_trusted;
                 };
                 if !self.trusts(ip) {
@@ -146,6 +148,11 @@ mod tests {
         assert_eq!(garbage.ip, ip("10.1.1.1"));
         let ported = lb.client_of(ip("10.0.0.1"), &xff(&["[2001:db8::1]:443"]));
         assert_eq!(ported.ip, ip("2001:db8::1"));
+        // A client's non-UTF-8 bytes, with its address appended by the load balancer.
+        let mut junk = HeaderMap::new();
+        let value = HeaderValue::from_bytes(b"\xff, 203.0.113.5").expect("value");
+        junk.append(X_FORWARDED_FOR, value);
+        assert_eq!(lb.client_of(ip("10.0.0.1"), &junk).ip, ip("203.0.113.5"));
     }
 
     #[test]

@@ -96,7 +96,8 @@ pub fn to_upstream_headers(headers: &mut HeaderMap, client: ClientAddr) {
     let host = headers.remove(header::HOST);
     let proto = headers
         .remove(&X_FORWARDED_PROTO)
-        .filter(|value| client.via_trusted_proxy && is_scheme(value))
+        .filter(|_| client.via_trusted_proxy)
+        .and_then(|value| forwarded_scheme(&value))
         .unwrap_or(HeaderValue::from_static("http"));
     remove_headers(headers, &[&HOP_BY_HOP, &NOT_FORWARDED]);
     headers.insert(X_FORWARDED_FOR.clone(), ip_header(client.ip));
@@ -106,8 +107,15 @@ pub fn to_upstream_headers(headers: &mut HeaderMap, client: ClientAddr) {
     }
 }
 
-fn is_scheme(value: &HeaderValue) -> bool {
-    matches!(value.as_bytes(), b"http" | b"https")
+/// The scheme a trusted proxy reports, in any case; of a list (proxies that append), the first
+/// entry, which is what the client used. Anything else is not believed.
+fn forwarded_scheme(value: &HeaderValue) -> Option<HeaderValue> {
+    let first = value.as_bytes().split(|&byte| byte == b',').next()?;
+    match first.trim_ascii() {
+        scheme if scheme.eq_ignore_ascii_case(b"https") => Some(HeaderValue::from_static("https")),
+        scheme if scheme.eq_ignore_ascii_case(b"http") => Some(HeaderValue::from_static("http")),
+        _ => None,
+    }
 }
 
 /// An address as a header value, written into a stack buffer (no heap string). IPv4, the usual
@@ -387,6 +395,22 @@ mod tests {
             );
         }
         headers
+    }
+
+    #[test]
+    fn a_trusted_proxys_scheme_is_read_in_any_case_and_from_the_front_of_a_list() {
+        for (sent, kept) in [
+            ("https", Some("https")),
+            ("HTTPS", Some("https")),
+            (" Http ", Some("http")),
+            ("https, http", Some("https")),
+            ("ftp", None),
+            ("", None),
+        ] {
+            let value = HeaderValue::from_str(sent).expect("value");
+            let read = forwarded_scheme(&value);
+            assert_eq!(read.as_ref().map(|v| v.to_str().unwrap()), kept, "{sent:?}");
+        }
     }
 
     #[test]
