@@ -100,6 +100,11 @@ impl EdgeAuth {
         }
     }
 
+    /// Whether tokens can be verified yet (the JWKS may still be unreachable at start-up).
+    pub fn keys_loaded(&self) -> bool {
+        self.verifier.keys_loaded()
+    }
+
     /// The caller named by the request's token: `Ok(None)` without an `Authorization` header,
     /// an error for a malformed header or an invalid token (on every route: fail closed).
     pub async fn caller(&self, headers: &HeaderMap) -> Result<Option<Arc<Caller>>, AuthError> {

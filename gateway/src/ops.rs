@@ -1,27 +1,39 @@
 //! The gateway's own endpoints: `/healthz` (the process is up) and `/readyz` (this gateway can
-//! serve: it exists only once its configuration and keys are loaded). Both answer from memory:
+//! serve: its configuration and keys are loaded). Both answer from memory:
 //! upstream health never takes the gateway out of its load balancer (it is in `/metrics`).
 
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
+use shared_auth::Problem;
 
 use crate::AppState;
+use crate::proxy::GatewayCode;
+
+/// How soon a load balancer should ask again while the keys are not loaded.
+const NOT_READY_RETRY_SECS: u32 = 5;
 
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Always ready once built; the last probe results are shown for people, not acted on.
-pub async fn readyz(State(state): State<AppState>) -> Json<Value> {
+/// Ready once the token keys are loaded (a JWKS URL may be unreachable at start-up: until it has
+/// been fetched, every signed token would be refused). The last probe results are shown for
+/// people, not acted on.
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+    if !state.auth.keys_loaded() {
+        return Err(
+            Problem::from_code(GatewayCode::NotReady).with_retry_after(NOT_READY_RETRY_SECS)
+        );
+    }
     let group = |group: &crate::upstream::UpstreamGroup| {
         json!({
             "replicas": group.replicas.len(),
             "ready_replicas": group.ready_replicas(),
         })
     };
-    Json(json!({
+    Ok(Json(json!({
         "status": "ready",
         "upstreams": {"lingo": group(&state.lingo), "news": group(&state.news)},
-    }))
+    })))
 }

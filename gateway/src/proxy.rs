@@ -181,13 +181,17 @@ fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Spa
 }
 
 shared_auth::error_codes! {
-    /// The gateway's own code beside the shared ones: the contract answers `upstream_unavailable`
+    /// The gateway's own codes beside the shared ones: the contract answers `upstream_unavailable`
     /// with 502 when every replica refused, and with 503 when none could even be tried.
     pub enum GatewayCode {
         /// no replica of the group is configured, or every one is marked down; retry after
         /// `Retry-After` seconds
         NoReplicaReady = (SERVICE_UNAVAILABLE, "upstream_unavailable",
             "no replica of this upstream is ready"),
+        /// only `GET /readyz`: this gateway cannot verify tokens yet (its JWKS has not been
+        /// fetched); retry after `Retry-After` seconds
+        NotReady = (SERVICE_UNAVAILABLE, "not_ready",
+            "this gateway cannot serve yet: its token keys are not loaded"),
     }
 }
 

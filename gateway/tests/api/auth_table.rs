@@ -362,3 +362,60 @@ async fn every_row_with_a_jwks_url_and_rotation() {
         "a token of the rotated key is accepted"
     );
 }
+
+#[tokio::test]
+async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
+    let key = RsaKey::generate("2026-01");
+    // The issuer's JWKS endpoint answers 503 until `published` holds a key set.
+    let published: Arc<Mutex<Option<JwkSet>>> = Arc::new(Mutex::new(None));
+    let served = published.clone();
+    let app = Router::new().route(
+        "/jwks.json",
+        get(move || {
+            let current = served.lock().expect("lock").clone();
+            async move {
+                current
+                    .map(axum::Json)
+                    .ok_or(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let stack = Stack::start_with(|config| {
+        config.auth.auth_algorithms = vec!["RS256".into()];
+        config.auth.auth_hs256_secret = None;
+        config.auth.auth_jwks_url = Some(jwks_url);
+        config.auth.auth_jwks_refresh_secs = 1;
+    })
+    .await;
+
+    let not_ready = stack.gateway.get("/readyz").await;
+    assert_eq!(not_ready.status(), 503);
+    assert!(not_ready.headers().contains_key("retry-after"));
+    assert_eq!(problem(not_ready).await["code"], "not_ready");
+
+    *published.lock().expect("lock") = Some(JwkSet {
+        keys: vec![key.jwk.clone()],
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stack.gateway.get("/readyz").await.status() != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz still not ready 10 s after the JWKS came up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let signed = stack
+        .gateway
+        .client
+        .get(stack.gateway.url("/v1/news/me/feed"))
+        .bearer_auth(key.sign(&default_claims("ada")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(signed.status(), 200);
+}

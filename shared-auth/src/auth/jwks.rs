@@ -3,6 +3,7 @@
 //! good key set.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,8 @@ pub struct JwksStore {
     min_refresh: Duration,
     client: reqwest::Client,
     keys: RwLock<Arc<Vec<Key>>>,
+    /// Whether a key set was ever fetched: a URL may be unreachable at start-up.
+    loaded: AtomicBool,
     /// Held while fetching, and remembers when the last fetch started.
     last_fetch: Mutex<Option<Instant>>,
 }
@@ -46,6 +49,7 @@ impl JwksStore {
             min_refresh,
             client,
             keys: RwLock::new(Arc::new(Vec::new())),
+            loaded: AtomicBool::new(false),
             last_fetch: Mutex::new(None),
         })
     }
@@ -67,6 +71,11 @@ impl JwksStore {
                 }
             },
         }
+    }
+
+    /// Whether a key set has been loaded yet (the last good one is kept through failed refreshes).
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Relaxed)
     }
 
     pub fn spawn_refresher(self: Arc<Self>, every: Duration) {
@@ -144,6 +153,7 @@ impl JwksStore {
         if let Ok(mut slot) = self.keys.write() {
             *slot = Arc::new(keys);
         }
+        self.loaded.store(true, Ordering::Relaxed);
     }
 
     async fn fetch(&self) -> Result<Vec<Key>, String> {

@@ -196,6 +196,12 @@ impl Verifier {
         }))
     }
 
+    /// Whether the keys are there to verify tokens with: always with only HS256; with a JWKS URL,
+    /// once a key set has been fetched (it may be unreachable at start-up).
+    pub fn keys_loaded(&self) -> bool {
+        self.jwks.as_ref().is_none_or(|store| store.is_loaded())
+    }
+
     /// Verifies a token and returns the caller it names.
     pub async fn verify(&self, token: &str) -> Result<Caller, AuthError> {
         if token.len() > MAX_TOKEN_BYTES {
