@@ -113,7 +113,10 @@ impl IntoResponses for CreateStudySessionProblems {
                      running; retry later",
                 ),
             ),
-            (413, problem("`payload_too_large`: the body exceeds 16 KiB")),
+            (
+                413,
+                problem("`payload_too_large`: the body exceeds 128 KiB"),
+            ),
             (
                 415,
                 problem("`unsupported_media_type`: the body is not `application/json`"),

@@ -36,7 +36,7 @@ pub fn documented_routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi)
         description = "The news API: articles, comments, likes, bookmarks, follows and the \
             caller's feed. Errors are RFC 9457 problem details (`application/problem+json`) with \
             a stable `code`. Every response carries `x-request-id`. Request bodies are JSON of at \
-            most 16 KiB; unknown fields are rejected (422 `validation_failed`)."
+            most 128 KiB; unknown fields are rejected (422 `validation_failed`)."
     ),
     components(schemas(ProblemDocument)),
     modifiers(&BearerSecurity),

@@ -87,7 +87,7 @@ problem_answers! {
     OrganizationNotFound => "404", of_code(ErrorCode::OrganizationNotFound);
     IdempotencyInUse => "409", "`idempotency_key_in_use`: a request with this \
         `Idempotency-Key` is still being processed.";
-    PayloadTooLarge => "413", "`payload_too_large`: the body is over 16 KiB.";
+    PayloadTooLarge => "413", "`payload_too_large`: the body is over 128 KiB.";
     UnsupportedMediaType => "415", "`unsupported_media_type`: the body is not \
         `application/json`.";
     CommentRejected => "422", "`validation_failed` (a field is missing, null, of the wrong type, \

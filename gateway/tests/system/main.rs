@@ -261,6 +261,29 @@ fn committed_openapi_document_matches_the_code() {
     );
 }
 
+/// Every body limit the document states is the one the services enforce.
+#[test]
+fn the_document_states_the_services_body_limit() {
+    let limit = format!("{} KiB", shared_auth::http::stack::MAX_BODY_BYTES / 1024);
+    let document =
+        shared_auth::http::openapi::merge([lingo_service::openapi(), news_service::openapi()]);
+    let text = serde_json::to_string(&document).unwrap();
+    let stated: Vec<&str> = text
+        .match_indices(" KiB")
+        .map(|(at, _)| {
+            let digits = text[..at]
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            &text[digits..at + 4]
+        })
+        .collect();
+    assert!(!stated.is_empty(), "the document states no body limit");
+    assert!(
+        stated.iter().all(|s| *s == limit),
+        "{stated:?}, expected {limit}"
+    );
+}
+
 #[tokio::test]
 async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
     let system = System::start().await;

@@ -39,8 +39,8 @@ pub struct CommentInput {
     #[schema(min_length = 1)]
     article_id: String,
     /// At least one character that is not white space (Unicode `White_Space`, what the server
-    /// trims), at most 10,000 characters, no U+0000. The whole body is limited to 16 KiB, so
-    /// long texts of multi-byte characters can meet 413 first.
+    /// trims), at most 10,000 characters, no U+0000. The whole body is limited to 128 KiB:
+    /// room for the longest text in any script and JSON encoding (10,000 escaped emoji).
     // The pattern's middle class is exactly what `str::trim` removes (`char::is_whitespace`)
     // plus U+0000, so the schema and the server agree; a unit test below keeps it so.
     #[schema(

@@ -137,7 +137,7 @@ async fn comment_rules_each_have_their_status_and_code_and_write_nothing() {
 #[tokio::test]
 async fn text_length_counts_characters_not_bytes() {
     let app = spawn_with_fixture().await;
-    // 10,000 characters, 15,000 bytes: accepted (and within the 16 KiB body limit).
+    // 10,000 characters, 15,000 bytes: accepted (well within the 128 KiB body limit).
     let text = format!("{}{}", "é".repeat(5_000), "a".repeat(5_000));
     let comment = create(&app, "u1", json!({"article_id": "art-1", "text": text})).await;
     assert_eq!(comment["text"].as_str().unwrap().chars().count(), 10_000);
