@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use shared_auth::Verifier;
+use shared_auth::http::cache::no_store;
 use shared_auth::http::load::LoadLimits;
 use shared_auth::http::metrics::HttpMetrics;
 use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
@@ -17,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::AppState;
-use crate::{db, idempotency, openapi};
+use crate::{db, idempotency, openapi, routes};
 
 /// Request bodies are JSON objects of at most 128 KiB, the limit shared by both services.
 pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
@@ -37,7 +41,24 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let resources = shared_auth::http::load::guard(resources, limits);
     let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
     let routes = resources.merge(openapi::router(&document)).merge(health);
-    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES)
+        .layer(middleware::from_fn(private_answers_under_me))
+        .with_state(state)
+}
+
+/// Every `/me/*` answer is the caller's own, errors included (a 503 of the load guard, a 404 of
+/// an unknown `/me/...` path): `Cache-Control: private, no-store`, never stored by a shared cache.
+async fn private_answers_under_me(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let mine = path
+        .strip_prefix(routes::PREFIX)
+        .and_then(|rest| rest.strip_prefix("/me"))
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if mine {
+        no_store(request, next).await
+    } else {
+        next.run(request).await
+    }
 }
 
 /// A bound, ready-to-run service.

@@ -11,8 +11,6 @@ pub mod progress;
 pub mod recommendations;
 pub mod study_sessions;
 
-use axum::middleware;
-use shared_auth::http::cache::no_store;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
@@ -22,16 +20,14 @@ pub const PREFIX: &str = "/v1/lingo";
 /// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
 /// paths in the OpenAPI document.
 pub fn router() -> OpenApiRouter<AppState> {
-    // Every `/me/*` answer is the caller's own: never stored by a shared cache.
-    let mine = OpenApiRouter::new()
-        .merge(progress::router())
-        .merge(study_sessions::router())
-        .merge(recommendations::router())
-        .layer(middleware::from_fn(no_store));
+    // The `/me/*` answers are marked `private, no-store` by `app.rs`, outside the load guard,
+    // so that its 503s are marked too.
     let lingo = OpenApiRouter::new()
         .merge(languages::router())
         .merge(phrases::router())
-        .merge(mine)
+        .merge(progress::router())
+        .merge(study_sessions::router())
+        .merge(recommendations::router())
         .merge(analytics::router());
     OpenApiRouter::new().nest(PREFIX, lingo)
 }

@@ -232,6 +232,7 @@ async fn catalogue_reads_are_cacheable_and_personal_reads_are_not() {
         "/v1/lingo/me/study-sessions",
         "/v1/lingo/me/recommendations",
         "/v1/lingo/me/study-sessions/0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+        "/v1/lingo/me/no-such-thing",
     ] {
         let response = app.get(path, Some(&reader)).await;
         assert_eq!(

@@ -174,6 +174,10 @@ async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers()
     }
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
+    // A shed `/me/*` request is still the caller's own answer.
+    let mine = app.get("/v1/lingo/me/xp", Some(&token("learner-b"))).await;
+    assert_eq!(mine.headers()["cache-control"], "private, no-store");
+    assert_problem(mine, 503, "overloaded").await;
     for path in ["/healthz", "/readyz", "/metrics"] {
         assert_eq!(
             app.get(path, None).await.status(),
