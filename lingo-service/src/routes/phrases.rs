@@ -1,11 +1,11 @@
 //! `GET /v1/lingo/phrases` (paged phrase items with cached stats) and `GET /phrases/{id}`.
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
+use shared_auth::http::path_id::PathId;
 use shared_auth::{OptionalCaller, Page, Paging, Query};
 use sqlx::PgPool;
 use utoipa::IntoParams;
@@ -92,13 +92,9 @@ async fn list(
 async fn show(
     OptionalCaller(caller): OptionalCaller,
     State(db): State<PgPool>,
-    phrase_id: std::result::Result<Path<String>, PathRejection>,
+    PathId(phrase_id): PathId,
     headers: HeaderMap,
 ) -> Result<Response> {
-    // An id that is not UTF-8 cannot name a stored phrase.
-    let Ok(Path(phrase_id)) = phrase_id else {
-        return Err(ErrorCode::PhraseNotFound.into());
-    };
     let phrase = store::phrases::find(&db, &phrase_id)
         .await?
         .ok_or(ErrorCode::PhraseNotFound)?;

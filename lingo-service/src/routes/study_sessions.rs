@@ -1,10 +1,10 @@
 //! `POST /v1/lingo/me/study-sessions` and the caller's session list and single session.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use shared_auth::http::path_id::PathId;
 use shared_auth::{Page, PageQuery, Query, RequiredCaller};
 use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
@@ -116,13 +116,10 @@ async fn list(
 async fn show(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    id: std::result::Result<Path<String>, PathRejection>,
+    PathId(id): PathId,
 ) -> Result<Json<StudySession>> {
-    // Ids are opaque to clients: one that is not even a UUID (or not UTF-8) is simply not found.
-    let id = id
-        .ok()
-        .and_then(|Path(id)| Uuid::parse_str(&id).ok())
-        .ok_or(ErrorCode::StudySessionNotFound)?;
+    // Ids are opaque to clients: one that is not even a UUID is simply not found.
+    let id = Uuid::parse_str(&id).map_err(|_| ErrorCode::StudySessionNotFound)?;
     let session = store::study_sessions::find_for(&db, &caller.sub, id)
         .await?
         .ok_or(ErrorCode::StudySessionNotFound)?;

@@ -1,6 +1,6 @@
 //! Articles: the list (offset or keyset cursor paging) and one article with its body.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
@@ -16,6 +16,7 @@ use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::views::{Article, ArticlePage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
+use shared_auth::http::path_id::PathId;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -132,7 +133,7 @@ async fn get_article(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
-    Path(article_id): Path<String>,
+    PathId(article_id): PathId,
 ) -> Result<Response> {
     let viewer = caller.map(|c| c.sub);
     let (id, viewer_id) = (article_id.as_str(), viewer.as_deref());

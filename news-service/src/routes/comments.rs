@@ -1,6 +1,6 @@
 //! Comments: create (with `Idempotency-Key`), read one, and an article's comments in thread order.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
@@ -22,6 +22,7 @@ use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
 use crate::views::Comment;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
+use shared_auth::http::path_id::PathId;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -80,7 +81,7 @@ async fn list_comments(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
-    Path(article_id): Path<String>,
+    PathId(article_id): PathId,
     Query(query): Query<PageQuery>,
 ) -> Result<Response> {
     let paging = Paging::new(query.limit, query.offset)?;
@@ -220,7 +221,7 @@ async fn get_comment(
     State(state): State<AppState>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
-    Path(comment_id): Path<String>,
+    PathId(comment_id): PathId,
 ) -> Result<Response> {
     // Ids are opaque strings: one that is not a UUID names no comment.
     let id = Uuid::parse_str(&comment_id).map_err(|_| ErrorCode::CommentNotFound)?;

@@ -5,9 +5,10 @@
 //! The eight handlers are one piece of logic ([`answer`]) over the four edges of `store`.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde_json::{Map, Value};
 use shared_auth::RequiredCaller;
+use shared_auth::http::path_id::PathId;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -98,7 +99,7 @@ macro_rules! edge_handlers {
         async fn $name(
             State(state): State<AppState>,
             RequiredCaller(caller): RequiredCaller,
-            Path(id): Path<String>,
+            PathId(id): PathId,
         ) -> Result<Json<Value>> {
             answer($edge, &state, id, &caller.sub, $on).await
         }

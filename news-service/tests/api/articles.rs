@@ -405,6 +405,30 @@ async fn a_deep_cursor_page_is_an_index_range_scan_without_sort() {
     }
 }
 
+/// Ids are opaque strings: a path segment that is not UTF-8 once decoded names nothing (the
+/// resource's 404, not axum's 400).
+#[tokio::test]
+async fn non_utf8_ids_are_not_found() {
+    let app = spawn_with_fixture().await;
+    for user in [None, Some("u1")] {
+        let response = app.get("/articles/%FF", user).await;
+        assert_problem(response, 404, "article_not_found").await;
+        let response = app.get("/articles/%FF/comments", user).await;
+        assert_problem(response, 404, "article_not_found").await;
+        let response = app.get("/comments/%FF", user).await;
+        assert_problem(response, 404, "comment_not_found").await;
+    }
+    for (path, code) in [
+        ("/articles/%FF/like", "article_not_found"),
+        ("/articles/a%FFb/bookmark", "article_not_found"),
+        ("/journalists/%FF/follow", "journalist_not_found"),
+        ("/organizations/%FF/follow", "organization_not_found"),
+    ] {
+        assert_problem(app.post(path, "u1").await, 404, code).await;
+        assert_problem(app.delete(path, "u1").await, 404, code).await;
+    }
+}
+
 /// Postgres text cannot hold U+0000: an id or filter with it names nothing (404 / empty page),
 /// a comment text with it is 422, never a 500 (found by fuzzing the OpenAPI document).
 #[tokio::test]

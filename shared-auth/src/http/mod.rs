@@ -11,6 +11,7 @@ pub mod load;
 pub mod metrics;
 pub mod openapi;
 pub mod paging;
+pub mod path_id;
 pub mod problem;
 pub mod request_id;
 pub mod serve;
