@@ -57,7 +57,8 @@ where
     }
 }
 
-/// Parses a JSON object into `T`: syntax errors are 400, shape errors 422 naming the field.
+/// Parses a JSON object into `T`: syntax errors are 400, shape errors 422 naming the field. A
+/// member given twice is 422 too: read through a JSON value, the last one would silently win.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(
@@ -74,7 +75,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
             "must be a JSON object",
         )]));
     }
-    serde_path_to_error::deserialize(value).map_err(|error| {
+    let mut body = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut body).map_err(|error| {
         let path = error.path().to_string();
         let message = error.into_inner().to_string();
         Problem::validation(vec![field_error(&path, &message)])
@@ -90,6 +92,9 @@ fn field_error(path: &str, message: &str) -> FieldError {
     }
     if message.starts_with("unknown field") {
         return FieldError::new(quoted, "is not an accepted field");
+    }
+    if message.starts_with("duplicate field") {
+        return FieldError::new(quoted, "is given more than once");
     }
     let field = if path == "." { "body" } else { path };
     let message = if message.starts_with("invalid type: null") {
@@ -189,6 +194,12 @@ mod tests {
                 422,
                 "validation_failed",
                 "extra",
+            ),
+            (
+                r#"{"count":1,"name":"a","name":"b"}"#,
+                422,
+                "validation_failed",
+                "name",
             ),
         ];
         for (body, status, code, field) in cases {
