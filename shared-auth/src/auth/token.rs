@@ -200,7 +200,9 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(
 }
 
 /// Seconds since the epoch. RFC 7519 allows a fraction; it is rounded down, so a fractional `exp`
-/// never lasts longer than written (`nbf` and `iat` are compared with the leeway anyway).
+/// never lasts longer than written (`nbf` and `iat` are compared with the leeway anyway). Any
+/// number is a date: one before the epoch is the epoch (an `exp` there has expired), one past
+/// `u64::MAX` seconds is `u64::MAX` (an `exp` there never comes).
 fn numeric_date<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     struct Seconds;
     impl Visitor<'_> for Seconds {
@@ -215,17 +217,14 @@ fn numeric_date<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
             Ok(Some(value))
         }
         fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
-            u64::try_from(value)
-                .map(Some)
-                .map_err(|_| E::custom("negative date"))
+            Ok(Some(u64::try_from(value).unwrap_or(0)))
         }
         fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-            // u64::MAX as f64 rounds up to 2^64, so `<` keeps the cast exact or below.
-            if value.is_finite() && value >= 0.0 && value < u64::MAX as f64 {
-                Ok(Some(value.floor() as u64))
-            } else {
-                Err(E::custom("date out of range"))
+            if value.is_nan() {
+                return Err(E::custom("not a date"));
             }
+            // A float-to-integer `as` saturates: below 0 gives 0, past u64::MAX gives u64::MAX.
+            Ok(Some(value.floor() as u64))
         }
     }
     deserializer.deserialize_any(Seconds)
@@ -427,10 +426,18 @@ mod tests {
             claims_of(r#"{"sub":"a\u0041"}"#).unwrap().sub.as_deref(),
             Some("aA")
         );
+        for (exp, read) in [
+            ("-1", 0),
+            ("-1.5", 0),
+            ("1e30", u64::MAX),
+            ("18446744073709551616", u64::MAX),
+            ("1700000000.9", 1_700_000_000),
+        ] {
+            let claims = format!(r#"{{"exp":{exp}}}"#);
+            assert_eq!(claims_of(&claims).unwrap().exp, Some(read), "{exp}");
+        }
         for bad in [
-            r#"{"exp":-1}"#,
             r#"{"exp":"10"}"#,
-            r#"{"exp":1e30}"#,
             r#"{"sub":7}"#,
             r#"{"aud":[1]}"#,
             r#"{"aud":{}}"#,
