@@ -159,6 +159,38 @@ async fn a_request_past_its_deadline_is_503_timeout_and_its_statement_is_cancell
 }
 
 #[tokio::test]
+async fn a_statement_that_starts_late_is_cancelled_at_the_request_deadline_not_after() {
+    // One database connection: the second request gets it only when the first is cancelled at
+    // its deadline (1.5 s), with a third of its own deadline left; its INSERT then waits on the
+    // lock. The pools' statement_timeout alone would let that INSERT run until about 3.0 s.
+    let app = spawn_configured(|config| {
+        config.request_timeout_ms = 1_500;
+        config.db_max_connections = 1;
+        config.db_acquire_timeout_ms = 3_000;
+    })
+    .await;
+    let mut lock = lock_sessions(&app).await;
+    let first = post_in_background(&app);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = post_in_background(&app);
+
+    assert_eq!(first.await.unwrap(), 503);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        running_statements(&mut lock).await,
+        1,
+        "the second request's INSERT waits on the lock"
+    );
+    assert_eq!(second.await.unwrap(), 503);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        running_statements(&mut lock).await,
+        0,
+        "the second INSERT outlived its request's deadline"
+    );
+}
+
+#[tokio::test]
 async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers() {
     let app = spawn_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_sessions(&app).await;

@@ -9,6 +9,7 @@ use axum::extract::State;
 use serde_json::{Map, Value};
 use shared_auth::RequiredCaller;
 use shared_auth::http::path_id::PathId;
+use shared_auth::pg::pool::begin_within_deadline;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -80,7 +81,7 @@ async fn answer(
     if !can_exist(&target) {
         return Err(edge.not_found().into());
     }
-    let mut tx = state.pools.primary.begin().await?;
+    let mut tx = begin_within_deadline(&state.pools.primary).await?;
     if !engagement::set(&mut *tx, edge, &target, user, on).await? {
         return Err(edge.not_found().into());
     }

@@ -5,7 +5,7 @@
 //! so `/healthz`, `/readyz` and `/metrics` keep answering under overload.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -22,6 +22,19 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
 /// `Retry-After` of `timeout` and `overloaded`: the condition is expected to pass quickly.
 pub const RETRY_AFTER_SECS: u32 = 1;
+
+tokio::task_local! {
+    /// When the request being served must be answered by (set by [`guard`]).
+    static DEADLINE: Instant;
+}
+
+/// How much of the current request's deadline is left; `None` outside a guarded request (a
+/// background task, a command-line pipeline).
+pub fn time_left() -> Option<Duration> {
+    DEADLINE
+        .try_with(|deadline| deadline.saturating_duration_since(Instant::now()))
+        .ok()
+}
 
 /// The limits a service applies to its resource routes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,11 +95,13 @@ async fn enforce_deadline(
 ) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    match tokio::time::timeout(deadline, next.run(request)).await {
+    let answer_by = Instant::now() + deadline;
+    match tokio::time::timeout(deadline, DEADLINE.scope(answer_by, next.run(request))).await {
         Ok(response) => response,
         Err(_) => {
-            // The handler's future is dropped here; a statement it was running is ended by the
-            // pools' `statement_timeout`, which is never longer than this deadline.
+            // The handler's future is dropped here; a statement it was running is ended by its
+            // transaction's `statement_timeout` (`pg::pool::begin_within_deadline`: the time that
+            // was left), or else by the pools' own, never longer than this deadline.
             tracing::warn!(%method, %path, deadline_ms = deadline.as_millis() as u64, "request deadline passed");
             timeout_problem().into_response()
         }

@@ -205,7 +205,7 @@ where
     E: From<Problem> + From<sqlx::Error>,
 {
     let request_hash = request_hash(request);
-    let mut tx = db.begin().await?;
+    let mut tx = crate::pg::pool::begin_within_deadline(db).await?;
     if let Some(key) = key
         && let Begin::Replay(stored) =
             begin::<E>(&mut tx, scope, caller_id, key, &request_hash).await?

@@ -6,8 +6,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
@@ -29,6 +29,24 @@ pub fn with_statement_timeout(options: PgConnectOptions, timeout: Duration) -> P
         "statement_timeout",
         format!("{}ms", timeout.as_millis().max(1)),
     )])
+}
+
+/// Begins a transaction whose statements the server cancels when the current request's deadline
+/// passes (`SET LOCAL statement_timeout` to the time left), not a whole deadline after they
+/// started: a write abandoned at its deadline then holds its connection and row locks no longer.
+/// Outside a guarded request it is a plain `begin`. Must come before `SET TRANSACTION`.
+pub async fn begin_within_deadline(
+    pool: &PgPool,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let mut transaction = pool.begin().await?;
+    if let Some(left) = crate::http::load::time_left() {
+        let millis = format!("{}ms", left.as_millis().max(1));
+        sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+            .bind(millis)
+            .execute(&mut *transaction)
+            .await?;
+    }
+    Ok(transaction)
 }
 
 /// A pool that connects on first use, so the service starts (and `/readyz` answers 503) while
