@@ -66,6 +66,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         );
     }
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        // `1e999` is valid JSON syntax, only no number a field can take: a shape error.
+        if e.to_string().starts_with("number out of range") {
+            return Problem::validation(vec![FieldError::new(
+                "body",
+                format!("holds a number out of range ({e})"),
+            )]);
+        }
         Problem::from_code(SharedCode::MalformedJson)
             .with_detail(format!("the request body is not valid JSON: {e}"))
     })?;
@@ -200,6 +207,12 @@ mod tests {
                 422,
                 "validation_failed",
                 "name",
+            ),
+            (
+                r#"{"count":1e999,"name":"a"}"#,
+                422,
+                "validation_failed",
+                "body",
             ),
         ];
         for (body, status, code, field) in cases {
