@@ -92,12 +92,18 @@ impl Signer for Jwks {
 }
 
 /// Serves `set` at `/jwks.json` on port 0; returns its URL.
-async fn serve_jwks(set: Arc<Mutex<JwkSet>>) -> String {
+/// Serves the key set in `set` (503 while it is `None`, an issuer's endpoint that is down) and
+/// returns its URL.
+async fn serve_jwks(set: Arc<Mutex<Option<JwkSet>>>) -> String {
     let app = Router::new().route(
         "/jwks.json",
         get(move || {
             let current = set.lock().expect("lock").clone();
-            async move { axum::Json(current) }
+            async move {
+                current
+                    .map(axum::Json)
+                    .ok_or(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+            }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -324,9 +330,9 @@ async fn every_row_with_hs256() {
 async fn every_row_with_a_jwks_url_and_rotation() {
     let key = RsaKey::generate("2026-01");
     let impostor = RsaKey::generate("impostor");
-    let published = Arc::new(Mutex::new(JwkSet {
+    let published = Arc::new(Mutex::new(Some(JwkSet {
         keys: vec![key.jwk.clone()],
-    }));
+    })));
     let jwks_url = serve_jwks(published.clone()).await;
     let stack = Stack::start_with(|config| {
         config.auth.auth_algorithms = vec!["RS256".into()];
@@ -347,7 +353,9 @@ async fn every_row_with_a_jwks_url_and_rotation() {
     // The issuer rotates: a new key under a new kid replaces the old one. The gateway fetches
     // the set again on the unknown kid and accepts the token, without a restart.
     let next = RsaKey::generate("2026-02");
-    published.lock().expect("lock").keys = vec![next.jwk.clone()];
+    *published.lock().expect("lock") = Some(JwkSet {
+        keys: vec![next.jwk.clone()],
+    });
     let rotated = stack
         .gateway
         .client
@@ -366,25 +374,9 @@ async fn every_row_with_a_jwks_url_and_rotation() {
 #[tokio::test]
 async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
     let key = RsaKey::generate("2026-01");
-    // The issuer's JWKS endpoint answers 503 until `published` holds a key set.
-    let published: Arc<Mutex<Option<JwkSet>>> = Arc::new(Mutex::new(None));
-    let served = published.clone();
-    let app = Router::new().route(
-        "/jwks.json",
-        get(move || {
-            let current = served.lock().expect("lock").clone();
-            async move {
-                current
-                    .map(axum::Json)
-                    .ok_or(axum::http::StatusCode::SERVICE_UNAVAILABLE)
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // The issuer's JWKS endpoint is down (503) until `published` holds a key set.
+    let published = Arc::new(Mutex::new(None));
+    let jwks_url = serve_jwks(published.clone()).await;
     let stack = Stack::start_with(|config| {
         config.auth.auth_algorithms = vec!["RS256".into()];
         config.auth.auth_hs256_secret = None;

@@ -5,7 +5,8 @@
 //! - exactly three base64url parts without padding (RFC 7515 section 7.1);
 //! - the header and the claims are JSON objects that name each member read here at most once (a
 //!   second `alg` or `exp` is malformed, not "the last one wins");
-//! - NumericDate claims are non-negative numbers that fit in a u64 (RFC 7519 section 2).
+//! - NumericDate claims are JSON numbers (RFC 7519 section 2), read as whole seconds into a u64
+//!   (see `numeric_date`: before the epoch is 0, beyond the u64 range is its largest value).
 //!
 //! A gateway without a token cache does this for every request, so the usual token is read
 //! without touching the heap: its parts are decoded into room on the caller's stack and its
