@@ -217,12 +217,12 @@ impl Verifier {
             return Err(AuthError::InvalidToken("crit header not supported"));
         }
         let key = self.key_for(alg, token.header.kid.as_deref()).await?;
+        // One room for both parts: the signature is done with before the claims are decoded.
         let mut room: PartRoom = [0; PART_ROOM_BYTES];
         let signature = token.signature(&mut room).map_err(unreadable)?;
         if !key.verifies(token.signing_input.as_bytes(), &signature) {
             return Err(AuthError::InvalidToken("bad signature"));
         }
-        let mut room: PartRoom = [0; PART_ROOM_BYTES];
         self.check_claims(token.claims(&mut room).map_err(unreadable)?)
     }
 

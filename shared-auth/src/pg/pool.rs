@@ -25,24 +25,26 @@ pub fn connect_options(url: &str, schema: &str) -> Result<PgConnectOptions, sqlx
 /// `options` whose statements the server cancels after `timeout`: set to at most the request
 /// deadline, a statement outlives the request it served by no more than that.
 pub fn with_statement_timeout(options: PgConnectOptions, timeout: Duration) -> PgConnectOptions {
-    options.options([(
-        "statement_timeout",
-        format!("{}ms", timeout.as_millis().max(1)),
-    )])
+    options.options([("statement_timeout", postgres_millis(timeout))])
+}
+
+/// A duration as a Postgres setting in milliseconds, at least 1 (0 would mean no limit).
+fn postgres_millis(duration: Duration) -> String {
+    format!("{}ms", duration.as_millis().max(1))
 }
 
 /// Begins a transaction whose statements the server cancels when the current request's deadline
 /// passes (`SET LOCAL statement_timeout` to the time left), not a whole deadline after they
 /// started: a write abandoned at its deadline then holds its connection and row locks no longer.
-/// Outside a guarded request it is a plain `begin`. Must come before `SET TRANSACTION`.
+/// Outside a guarded request it is a plain `begin`. Not for a transaction that needs `SET
+/// TRANSACTION`, which must be its first statement.
 pub async fn begin_within_deadline(
     pool: &PgPool,
 ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
     let mut transaction = pool.begin().await?;
     if let Some(left) = crate::http::load::time_left() {
-        let millis = format!("{}ms", left.as_millis().max(1));
         sqlx::query("SELECT set_config('statement_timeout', $1, true)")
-            .bind(millis)
+            .bind(postgres_millis(left))
             .execute(&mut *transaction)
             .await?;
     }
