@@ -90,8 +90,10 @@ async fn export(
         .map(|text| Cursor::decode(text).ok_or(ErrorCode::InvalidCursor))
         .transpose()?;
 
+    let horizon = store::progress::export_horizon(&db).await?;
     let mut data =
-        store::progress::export_page(&db, since, cursor.as_ref(), paging.fetch_limit()).await?;
+        store::progress::export_page(&db, since, horizon, cursor.as_ref(), paging.fetch_limit())
+            .await?;
     let has_more = data.len() as i64 > paging.limit;
     data.truncate(paging.limit as usize);
     let next_cursor = data.last().filter(|_| has_more).map(|row| {

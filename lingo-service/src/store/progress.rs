@@ -100,19 +100,44 @@ pub async fn xp_by_language<'e>(
         .collect())
 }
 
+/// The instant before which the analytics export is final: no write still in progress can stamp
+/// a row with an earlier `updated_at`.
+///
+/// A write stamps `updated_at` in the middle of its transaction, so transactions can commit out of
+/// stamp order. Without a horizon, a page could end on a row stamped after a write that had not
+/// committed yet; that write's row would then land behind the exporter's position and never be
+/// read. Every transaction stamps after its own start, so the horizon is the start of the oldest
+/// transaction of this service's role in progress now (or now, when there is none). It must be
+/// read before the page's own snapshot is taken, in a statement of its own: a transaction that
+/// committed in between is then visible to the page.
+pub async fn export_horizon<'e>(db: impl PgExecutor<'e>) -> Result<DateTime<Utc>> {
+    let horizon = sqlx::query_scalar!(
+        r#"SELECT LEAST(now(), min(xact_start)) AS "horizon!"
+           FROM pg_stat_activity
+           WHERE datname = current_database() AND usename = current_user
+             AND pid <> pg_backend_pid()"#
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(horizon)
+}
+
 /// One page of the analytics export in keyset order `(updated_at, learner_id, language_code)`:
-/// rows changed at or after `since`, after `cursor`; `limit` rows, plus one when there are more.
+/// rows changed at or after `since` and before `horizon` (see [`export_horizon`]), after
+/// `cursor`; `limit` rows, plus one when there are more.
 pub async fn export_page<'e>(
     db: impl PgExecutor<'e>,
     since: Option<DateTime<Utc>>,
+    horizon: DateTime<Utc>,
     cursor: Option<&Cursor>,
     limit: i64,
 ) -> Result<Vec<LearnerProgress>> {
     let mut sql = QueryBuilder::<Postgres>::new(
         "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
            phrases_correct, xp, first_studied_at, last_studied_at, updated_at \
-         FROM learner_language_totals WHERE TRUE",
+         FROM learner_language_totals WHERE updated_at < ",
     );
+    sql.push_bind(horizon);
     if let Some(since) = since {
         sql.push(" AND updated_at >= ").push_bind(since);
     }

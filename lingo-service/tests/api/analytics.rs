@@ -1,7 +1,9 @@
 //! `GET /analytics/progress`: scope check and keyset paging.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
 use shared_auth::testing::{token, token_with_scope};
 
@@ -140,5 +142,123 @@ async fn the_export_needs_the_analytics_scope_and_a_good_cursor() {
     for query in ["updated_since=yesterday", "limit=0", "limit=101"] {
         let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
         assert_problem(response, 400, "invalid_query").await;
+    }
+}
+
+/// A session stamps `updated_at` before its transaction commits, so two learners' writes can
+/// commit out of stamp order. A copier that continues from the largest `updated_at` it saw (as
+/// docs/lingo.md tells it to) must still get every change: no page reaches past a write that is
+/// still in progress.
+#[tokio::test]
+async fn an_incremental_copy_misses_no_session_that_commits_late() {
+    let app = spawn_app().await;
+    let analyst = token_with_scope("analytics-tool", "lingo:analytics");
+    let late = token("late-learner");
+    let response = app.post_session(&late, &session("es", 60, 5, 5)).await;
+    assert_eq!(response.status(), 201);
+
+    // Hold the late learner's totals row: their next session is stamped, then waits to commit.
+    let mut admin = app.admin().await;
+    for statement in [
+        "BEGIN",
+        "SELECT 1 FROM learner_language_totals WHERE learner_id = 'late-learner' FOR UPDATE",
+    ] {
+        sqlx::query(statement).execute(&mut admin).await.unwrap();
+    }
+    let second_session = session("es", 60, 5, 5);
+    let late_session = app.post_session(&late, &second_session);
+    let meanwhile = async {
+        wait_for_a_lock_waiter(&mut admin).await;
+        // Another learner's session, committed before the late one and stamped in a later second
+        // (timestamps are written in whole seconds, and a copier resumes at the second it saw).
+        next_second().await;
+        let response = app
+            .post_session(&token("early-learner"), &session("de", 60, 5, 5))
+            .await;
+        assert_eq!(response.status(), 201);
+        let first_run = copy_since(&app, &analyst, None).await;
+        sqlx::query("COMMIT").execute(&mut admin).await.unwrap();
+        first_run
+    };
+    let (response, first_run) = tokio::join!(late_session, meanwhile);
+    assert_eq!(response.status(), 201);
+
+    let resume_at = first_run.values().map(|(at, _)| *at).max();
+    let second_run = copy_since(&app, &analyst, resume_at).await;
+    let mut copy = first_run;
+    copy.extend(second_run);
+    let sessions: BTreeMap<_, _> = copy
+        .into_iter()
+        .map(|(key, (_, sessions))| (key, sessions))
+        .collect();
+    let expected = BTreeMap::from([
+        (("early-learner".to_owned(), "de".to_owned()), 1),
+        (("late-learner".to_owned(), "es".to_owned()), 2),
+    ]);
+    let copied: BTreeMap<_, _> = sessions
+        .into_iter()
+        .filter(|((learner, _), _)| ["early-learner", "late-learner"].contains(&learner.as_str()))
+        .collect();
+    assert_eq!(copied, expected);
+}
+
+/// Waits until some statement is blocked on a lock.
+async fn wait_for_a_lock_waiter(admin: &mut sqlx::PgConnection) {
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&mut *admin)
+            .await
+            .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no statement ever waited for the held row");
+}
+
+/// Sleeps into the next whole second, and a little past it.
+async fn next_second() {
+    let into_second = Utc::now().timestamp_subsec_millis();
+    tokio::time::sleep(Duration::from_millis(u64::from(
+        1050 - into_second.min(1000),
+    )))
+    .await;
+}
+
+/// Every row of the export changed at or after `since`, paged to the end: (learner, language) to
+/// (updated_at, sessions).
+async fn copy_since(
+    app: &crate::helpers::TestApp,
+    analyst: &str,
+    since: Option<DateTime<Utc>>,
+) -> BTreeMap<(String, String), (DateTime<Utc>, i64)> {
+    let mut rows = BTreeMap::new();
+    let mut query = match since {
+        Some(since) => format!(
+            "updated_since={}",
+            since.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+        ),
+        None => String::new(),
+    };
+    loop {
+        let body: Value = app
+            .get(&format!("{EXPORT}?limit=2&{query}"), Some(analyst))
+            .await
+            .json()
+            .await
+            .unwrap();
+        for row in body["data"].as_array().unwrap() {
+            let key = (
+                row["learner_id"].as_str().unwrap().to_owned(),
+                row["language_code"].as_str().unwrap().to_owned(),
+            );
+            let updated_at = row["updated_at"].as_str().unwrap().parse().unwrap();
+            rows.insert(key, (updated_at, row["sessions"].as_i64().unwrap()));
+        }
+        match body["next_cursor"].as_str() {
+            Some(next) => query = format!("cursor={next}"),
+            None => return rows,
+        }
     }
 }
