@@ -264,3 +264,88 @@ async fn a_half_sent_request_head_is_closed_while_others_are_served() {
     assert!(read.is_ok(), "the slow connection was not closed");
     assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
 }
+
+/// A body the service refuses (over 128 KiB, or not JSON) is still read to its end before the
+/// answer, so the answer cannot be lost to a connection reset (the gateway turned such a 413
+/// into a 502 now and then) and the connection carries the next request.
+#[tokio::test]
+async fn a_refused_body_is_read_to_its_end_and_the_connection_stays_usable() {
+    let app = spawn_app().await;
+    let token = token("learner-a");
+    let cases: [(&str, &str, &str, Vec<u8>, &str); 4] = [
+        (
+            SESSIONS,
+            "application/json",
+            "Content-Length: 1048576",
+            vec![b' '; 1024 * 1024],
+            "413",
+        ),
+        (
+            SESSIONS,
+            "application/json",
+            "Transfer-Encoding: chunked",
+            chunked(&[b' '; 200 * 1024]),
+            "413",
+        ),
+        (
+            SESSIONS,
+            "text/plain",
+            "Content-Length: 65536",
+            vec![b'x'; 64 * 1024],
+            "415",
+        ),
+        (
+            "/v1/lingo/languages",
+            "application/json",
+            "Content-Length: 65536",
+            vec![b' '; 64 * 1024],
+            "405",
+        ),
+    ];
+    for (path, content_type, framing, body, status) in cases {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: {content_type}\r\n{framing}\r\n\r\n"
+        );
+        let answers = send_then_get_languages(&app, head.as_bytes(), &body).await;
+        let statuses: Vec<&str> = answers
+            .match_indices("HTTP/1.1 ")
+            .map(|(at, prefix)| &answers[at + prefix.len()..at + prefix.len() + 3])
+            .collect();
+        assert_eq!(statuses, [status, "200"], "{path} {content_type} {framing}");
+    }
+}
+
+/// `data` as one chunk of a chunked body, and the last chunk.
+fn chunked(data: &[u8]) -> Vec<u8> {
+    let mut body = format!("{:x}\r\n", data.len()).into_bytes();
+    body.extend_from_slice(data);
+    body.extend_from_slice(b"\r\n0\r\n\r\n");
+    body
+}
+
+/// Sends a request (`head` and `body`) and then `GET /v1/lingo/languages` on one connection;
+/// returns everything the service wrote back until it closed the connection.
+async fn send_then_get_languages(app: &TestApp, head: &[u8], body: &[u8]) -> String {
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let write = async {
+        writer.write_all(head).await?;
+        writer.write_all(body).await?;
+        writer
+            .write_all(b"GET /v1/lingo/languages HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+    };
+    let mut answers = Vec::new();
+    let read = reader.read_to_end(&mut answers);
+    // The writing half stays open until the service has closed the connection: a half-closed
+    // connection would end it early.
+    let both = tokio::time::timeout(Duration::from_secs(10), async { tokio::join!(write, read) });
+    // A connection reset (the failure this guards against) shows as a missing second answer.
+    let _ = both
+        .await
+        .expect("the service answered and closed the connection");
+    drop(writer);
+    String::from_utf8_lossy(&answers).into_owned()
+}

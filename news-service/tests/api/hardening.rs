@@ -273,3 +273,32 @@ async fn the_limits_have_the_contract_defaults() {
     assert!(config.db_acquire_timeout_ms < config.request_timeout_ms);
     assert_eq!(json!(config.max_in_flight), json!(256));
 }
+
+/// Like, bookmark and follow take no body, but a body sent anyway follows the rules of every
+/// body: JSON only (415), at most 128 KiB (413). A small JSON body is ignored.
+#[tokio::test]
+async fn a_body_sent_to_a_bodyless_toggle_follows_the_body_rules() {
+    let app = spawn_with_fixture().await;
+    let toggles = [
+        (Method::POST, "/articles/art-1/like"),
+        (Method::DELETE, "/articles/art-1/bookmark"),
+        (Method::POST, "/journalists/jrn-1/follow"),
+    ];
+    for (method, path) in toggles {
+        let send = |content_type: &'static str, body: String| {
+            app.client
+                .request(method.clone(), app.url(path))
+                .bearer_auth(token("u1"))
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+        };
+        let response = send("text/plain", "hello".to_owned()).await.unwrap();
+        assert_problem(response, 415, "unsupported_media_type").await;
+        let huge = format!(r#"{{"padding": "{}"}}"#, "a".repeat(200 * 1024));
+        let response = send("application/json", huge).await.unwrap();
+        assert_problem(response, 413, "payload_too_large").await;
+        let response = send("application/json", "{}".to_owned()).await.unwrap();
+        assert_eq!(response.status(), 200, "{method} {path}");
+    }
+}

@@ -16,7 +16,8 @@ use crate::http::problem::{FieldError, Problem};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
-fn is_json(headers: &HeaderMap) -> bool {
+/// Whether `headers` declare a JSON body (`application/json` or `application/*+json`).
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

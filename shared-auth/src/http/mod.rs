@@ -2,6 +2,7 @@
 //! context and middleware, strict extractors, paging, the service layer stack, request metrics
 //! and OpenAPI helpers. Nothing here touches a database.
 
+pub mod body;
 pub mod cache;
 pub mod codes;
 pub mod context;
