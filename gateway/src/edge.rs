@@ -34,12 +34,18 @@ pub async fn handle(state: &AppState, request: Request) -> Response {
     response
 }
 
-/// A request the gateway answers itself. Its body, if any, was not read: the connection must not
+/// A request the gateway answers itself. The answer concerns this request alone (a missing token,
+/// a spent budget, an upstream that failed): no cache may keep it, and under `/v1/lingo/me` the
+/// contract says so of every answer. Its body, if any, was not read: the connection must not
 /// carry another request (the rest of the body would be read as one), and a client that sees a
 /// keep-alive answer may reuse the connection just as the server closes it. `Connection: close`
 /// tells it not to.
 fn refused(problem: Problem, has_body: bool) -> Response {
     let mut response = problem.into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
     if has_body {
         response
             .headers_mut()

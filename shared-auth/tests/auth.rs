@@ -175,6 +175,16 @@ async fn hs256_accepts_a_good_token_and_reads_scopes() {
     assert_eq!(caller.sub, "alice");
     assert!(caller.has_scope("lingo:analytics"));
     assert!(caller.require_scope("missing").is_err());
+
+    // Scopes are separated by spaces only: a tab or a no-break space is part of a name.
+    for scope in ["a\tlingo:analytics", "a\u{a0}lingo:analytics"] {
+        c["scope"] = json!(scope);
+        let caller = verifier.verify(&hs256(&c)).await.unwrap();
+        assert!(!caller.has_scope("lingo:analytics"), "{scope:?}");
+    }
+    c["scope"] = json!("  lingo:analytics  other ");
+    let caller = verifier.verify(&hs256(&c)).await.unwrap();
+    assert!(caller.has_scope("lingo:analytics") && caller.has_scope("other"));
 }
 
 #[tokio::test]

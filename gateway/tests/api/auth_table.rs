@@ -147,6 +147,13 @@ async fn expect_refusal(
         expected.www_authenticate().as_str(),
         "{case} on {path}"
     );
+    // Like every answer the gateway gives itself: about this request only, never to be stored
+    // (and "every lingo `/me/*` answer" says so, refusals included).
+    assert_eq!(
+        response.headers()["cache-control"],
+        "private, no-store",
+        "{case} on {path}"
+    );
     let body = problem(response).await;
     assert_eq!(
         body["code"],

@@ -286,7 +286,9 @@ impl Verifier {
             .scope
             .as_deref()
             .unwrap_or_default()
-            .split_whitespace()
+            // Space-separated (RFC 8693): a tab or a no-break space is part of a scope's name.
+            .split(' ')
+            .filter(|scope| !scope.is_empty())
             .map(str::to_owned)
             .collect();
         Ok(Caller {
