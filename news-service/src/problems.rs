@@ -68,9 +68,6 @@ macro_rules! problem_answers {
 
 problem_answers! {
     BadQuery => "400", "`invalid_query`: a query parameter is not an integer or out of range.";
-    BadPath => "400", "`bad_request`: a path segment is not percent-encoded UTF-8.";
-    BadPathOrQuery => "400", "`invalid_query`: a query parameter is not an integer or out of \
-        range. `bad_request`: a path segment is not percent-encoded UTF-8.";
     BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
         both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
         belongs to another list or other filters.";
@@ -137,23 +134,27 @@ answer_sets! {
     /// A cacheable article list (offset or cursor paging).
     ArticleListAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
     /// One cacheable article.
-    ArticleAnswers = [NotModified, BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    ArticleAnswers = [NotModified, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// A cacheable page of an article's comments.
     CommentThreadAnswers =
-        [NotModified, BadPathOrQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
+        [NotModified, BadQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// One cacheable comment.
-    CommentAnswers = [NotModified, BadPath, Unauthorized, CommentNotFound, Internal, Unavailable];
+    CommentAnswers = [NotModified, Unauthorized, CommentNotFound, Internal, Unavailable];
     /// Writing a comment.
     CreateCommentAnswers = [
         BadCommentRequest, Unauthorized, IdempotencyInUse, PayloadTooLarge, UnsupportedMediaType,
         CommentRejected, Internal, Unavailable,
     ];
-    /// Adding or removing a like or bookmark of an article.
-    ArticleEdgeAnswers = [BadPath, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    /// Adding or removing a like or bookmark of an article (no body; one sent anyway must be
+    /// JSON of at most 128 KiB).
+    ArticleEdgeAnswers =
+        [Unauthorized, ArticleNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// Following or unfollowing a journalist.
-    JournalistEdgeAnswers = [BadPath, Unauthorized, JournalistNotFound, Internal, Unavailable];
+    JournalistEdgeAnswers =
+        [Unauthorized, JournalistNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// Following or unfollowing an organisation.
-    OrganizationEdgeAnswers = [BadPath, Unauthorized, OrganizationNotFound, Internal, Unavailable];
+    OrganizationEdgeAnswers =
+        [Unauthorized, OrganizationNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// A cacheable directory page (offset paging).
     DirectoryAnswers = [NotModified, BadQuery, Unauthorized, Internal, Unavailable];
     /// A page of the caller's own list (offset paging).
