@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use shared_auth::http::path_id::PathId;
+use shared_auth::http::path_id::{PathId, created_id};
 use shared_auth::{Page, PageQuery, Query, RequiredCaller};
 use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
@@ -118,8 +118,8 @@ async fn show(
     State(db): State<PgPool>,
     PathId(id): PathId,
 ) -> Result<Json<StudySession>> {
-    // Ids are opaque to clients: one that is not even a UUID is simply not found.
-    let id = Uuid::parse_str(&id).map_err(|_| ErrorCode::StudySessionNotFound)?;
+    // Ids are opaque to clients: one not written as we write ours is simply not found.
+    let id = created_id(&id).ok_or(ErrorCode::StudySessionNotFound)?;
     let session = store::study_sessions::find_for(&db, &caller.sub, id)
         .await?
         .ok_or(ErrorCode::StudySessionNotFound)?;

@@ -189,6 +189,15 @@ async fn one_learner_never_sees_another_learners_data() {
 
     let response = app.get(&format!("{SESSIONS}/{id}"), Some(&bob)).await;
     assert_problem(response, 404, "study_session_not_found").await;
+    // Ids are compared as written: another spelling of the same UUID names nothing.
+    let upper = id.to_uppercase();
+    let unhyphenated = id.replace('-', "");
+    for spelling in [upper.as_str(), &unhyphenated, &format!("urn:uuid:{id}")] {
+        let response = app
+            .get(&format!("{SESSIONS}/{spelling}"), Some(&alice))
+            .await;
+        assert_problem(response, 404, "study_session_not_found").await;
+    }
     let list: Value = app.get(SESSIONS, Some(&bob)).await.json().await.unwrap();
     assert_eq!(list["count"], 0);
     let progress: Value = app

@@ -22,7 +22,7 @@ use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
 use crate::views::Comment;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
-use shared_auth::http::path_id::PathId;
+use shared_auth::http::path_id::{PathId, created_id};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -168,8 +168,8 @@ async fn insert_comment(
     let parent = match &input.parent_id {
         None => None,
         Some(parent_id) => {
-            // Ids are opaque strings: one that is not a UUID names no comment.
-            let id = Uuid::parse_str(parent_id).map_err(|_| ErrorCode::UnknownParent)?;
+            // Ids are opaque strings: one not written as we write ours names no comment.
+            let id = created_id(parent_id).ok_or(ErrorCode::UnknownParent)?;
             let parent = store::find_parent(&mut *tx, id).await?;
             Some((id, parent.ok_or(ErrorCode::UnknownParent)?))
         }
@@ -223,8 +223,8 @@ async fn get_comment(
     headers: HeaderMap,
     PathId(comment_id): PathId,
 ) -> Result<Response> {
-    // Ids are opaque strings: one that is not a UUID names no comment.
-    let id = Uuid::parse_str(&comment_id).map_err(|_| ErrorCode::CommentNotFound)?;
+    // Ids are opaque strings: one not written as we write ours names no comment.
+    let id = created_id(&comment_id).ok_or(ErrorCode::CommentNotFound)?;
     let comment = state
         .pools
         .read(caller.is_some(), |pool| async move {

@@ -97,6 +97,12 @@ async fn comment_rules_each_have_their_status_and_code_and_write_nothing() {
             "unknown_parent",
         ),
         (
+            // Another spelling of an existing comment's id names nothing.
+            json!({"article_id": "art-2", "text": "hi", "parent_id": other_id.to_uppercase()}),
+            422,
+            "unknown_parent",
+        ),
+        (
             json!({"article_id": "art-1", "text": "hi", "parent_id": other_id}),
             422,
             "parent_article_mismatch",
@@ -269,6 +275,25 @@ async fn unknown_comments_are_404() {
         "comment_not_found",
     )
     .await;
+    // An existing comment's id in another spelling names nothing.
+    let created = create(&app, "w", json!({"article_id": "art-1", "text": "here"})).await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(
+        app.get(&format!("/comments/{id}"), None).await.status(),
+        200
+    );
+    for spelling in [
+        id.to_uppercase(),
+        format!("urn:uuid:{id}"),
+        id.replace('-', ""),
+    ] {
+        assert_problem(
+            app.get(&format!("/comments/{spelling}"), None).await,
+            404,
+            "comment_not_found",
+        )
+        .await;
+    }
     let response = app
         .client
         .post(app.url("/comments"))
