@@ -132,7 +132,9 @@ pub struct ExportProblems;
 impl IntoResponses for ExportProblems {
     fn responses() -> Responses {
         let bad_request = format!(
-            "`invalid_query`: `limit` or `updated_since` is malformed or out of range; {}",
+            "`invalid_query`: `limit` or `updated_since` is malformed or out of range, or an \
+             `offset` is given (this list pages by cursor only); {}, or is given with another \
+             `updated_since` than its list's",
             of_code(ErrorCode::InvalidCursor)
         );
         let forbidden =

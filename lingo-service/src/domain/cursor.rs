@@ -18,14 +18,43 @@ pub struct Cursor {
     pub learner_id: String,
     #[serde(rename = "c")]
     pub language_code: String,
+    /// The `updated_since` of the list it continues (microseconds), if any: a cursor continues its
+    /// own list, not one with another filter.
+    #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
+    pub since_micros: Option<i64>,
 }
 
+/// A cursor given with an `updated_since` other than the one of its list.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DifferentFilter;
+
 impl Cursor {
-    pub fn after(updated_at: DateTime<Utc>, learner_id: &str, language_code: &str) -> Self {
+    /// The position after a row, in the list filtered by `since`.
+    pub fn after(
+        updated_at: DateTime<Utc>,
+        learner_id: &str,
+        language_code: &str,
+        since: Option<DateTime<Utc>>,
+    ) -> Self {
         Self {
             updated_at_micros: updated_at.timestamp_micros(),
             learner_id: learner_id.to_owned(),
             language_code: language_code.to_owned(),
+            since_micros: since.map(|since| since.timestamp_micros()),
+        }
+    }
+
+    /// The `updated_since` of the list this cursor continues, given a request's own: the cursor's,
+    /// when the request gives none or the same one; `Err` for another one.
+    pub fn since(
+        &self,
+        asked: Option<DateTime<Utc>>,
+    ) -> Result<Option<DateTime<Utc>>, DifferentFilter> {
+        let own = self.since_micros.and_then(cursor::timestamp);
+        match asked {
+            None => Ok(own),
+            Some(asked) if Some(asked.timestamp_micros()) == self.since_micros => Ok(own),
+            Some(_) => Err(DifferentFilter),
         }
     }
 
@@ -38,7 +67,10 @@ impl Cursor {
     pub fn decode(text: &str) -> Option<Self> {
         let cursor: Self = cursor::decode(text)?;
         let storable = is_storable(&cursor.learner_id) && is_storable(&cursor.language_code);
-        (storable && cursor.updated_at().is_some()).then_some(cursor)
+        let since_valid = cursor
+            .since_micros
+            .is_none_or(|micros| cursor::timestamp(micros).is_some());
+        (storable && since_valid && cursor.updated_at().is_some()).then_some(cursor)
     }
 
     /// The cursor's time, when PostgreSQL can hold it (a forged cursor may name any integer).
@@ -60,6 +92,7 @@ mod tests {
             updated_at_micros: 1_790_000_000_123_456,
             learner_id: "learner/ü 1".into(),
             language_code: "es".into(),
+            since_micros: Some(1_780_000_000_000_000),
         };
         let text = cursor.encode();
         assert!(

@@ -53,12 +53,17 @@ struct ExportQuery {
     /// Only rows changed at or after this instant (RFC 3339).
     #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
     updated_since: Option<String>,
-    /// The `next_cursor` of the previous page (opaque); anything else is 400 `invalid_cursor`.
-    /// An empty `cursor=` is the same as none.
+    /// The `next_cursor` of the previous page (opaque); anything else is 400 `invalid_cursor`,
+    /// and so is a cursor given with another `updated_since` than its first page's. An empty
+    /// `cursor=` is the same as none.
     cursor: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
     limit: Option<i64>,
+    /// Not a parameter of this list (cursor paging only): given, it is 400 rather than ignored,
+    /// so a client cannot believe it pages by offset.
+    #[param(ignore)]
+    offset: Option<String>,
 }
 
 /// Every learner's per-language progress, for analytics tools (scope `lingo:analytics`).
@@ -80,8 +85,13 @@ async fn export(
     Query(query): Query<ExportQuery>,
 ) -> Result<Json<Export>> {
     caller.require_scope(SCOPE)?;
+    if query.offset.is_some() {
+        return Err(
+            Problem::invalid_query("this list is paged by `cursor` only, not `offset`").into(),
+        );
+    }
     let paging = Paging::new(query.limit, None)?;
-    let since = query
+    let asked_since = query
         .updated_since
         .as_deref()
         .map(parse_timestamp)
@@ -89,6 +99,14 @@ async fn export(
     let cursor = cursor::given(query.cursor.as_deref())
         .map(|text| Cursor::decode(text).ok_or(ErrorCode::InvalidCursor))
         .transpose()?;
+    // A cursor continues its own list: with no `updated_since` it keeps the one it was made
+    // with, and another one is refused.
+    let since = match &cursor {
+        Some(cursor) => cursor
+            .since(asked_since)
+            .map_err(|_| ErrorCode::InvalidCursor)?,
+        None => asked_since,
+    };
 
     let horizon = store::progress::export_horizon(&db).await?;
     let mut data =
@@ -97,7 +115,8 @@ async fn export(
     let has_more = data.len() as i64 > paging.limit;
     data.truncate(paging.limit as usize);
     let next_cursor = data.last().filter(|_| has_more).map(|row| {
-        Cursor::after(row.updated_at, &row.learner_id, &row.progress.language_code).encode()
+        let language = &row.progress.language_code;
+        Cursor::after(row.updated_at, &row.learner_id, language, since).encode()
     });
     Ok(Json(Export {
         count: data.len(),

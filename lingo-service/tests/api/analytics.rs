@@ -139,10 +139,58 @@ async fn the_export_needs_the_analytics_scope_and_a_good_cursor() {
     // An empty cursor is the same as none.
     let response = app.get(&format!("{EXPORT}?cursor="), Some(&analyst)).await;
     assert_eq!(response.status(), 200);
-    for query in ["updated_since=yesterday", "limit=0", "limit=101"] {
+    for query in [
+        "updated_since=yesterday",
+        "limit=0",
+        "limit=101",
+        // Cursor paging only: an offset is refused, not ignored.
+        "offset=0",
+        "offset=5&limit=2",
+    ] {
         let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
         assert_problem(response, 400, "invalid_query").await;
     }
+}
+
+#[tokio::test]
+async fn a_cursor_continues_its_own_updated_since_only() {
+    let app = spawn_app().await;
+    for learner in ["since-a", "since-b"] {
+        let response = app
+            .post_session(&token(learner), &session("es", 60, 5, 5))
+            .await;
+        assert_eq!(response.status(), 201);
+    }
+    let analyst = token_with_scope("tool", "lingo:analytics");
+    let since = "updated_since=2000-01-01T00:00:00Z";
+    let first: Value = app
+        .get(&format!("{EXPORT}?limit=1&{since}"), Some(&analyst))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let cursor = first["next_cursor"].as_str().unwrap();
+
+    for query in [
+        format!("cursor={cursor}"),
+        format!("cursor={cursor}&{since}"),
+        format!("cursor={cursor}&updated_since=2000-01-01T01:00:00%2B01:00"),
+    ] {
+        let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
+        assert_eq!(response.status(), 200, "{query}");
+    }
+    for other in ["2001-01-01T00:00:00Z", "2000-01-01T00:00:00.000001Z"] {
+        let query = format!("cursor={cursor}&updated_since={other}");
+        let response = app.get(&format!("{EXPORT}?{query}"), Some(&analyst)).await;
+        assert_problem(response, 400, "invalid_cursor").await;
+    }
+    let response = app
+        .get(
+            &format!("{EXPORT}?cursor={cursor}&offset=0"),
+            Some(&analyst),
+        )
+        .await;
+    assert_problem(response, 400, "invalid_query").await;
 }
 
 /// A session stamps `updated_at` before its transaction commits, so two learners' writes can
