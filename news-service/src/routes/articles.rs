@@ -87,6 +87,7 @@ async fn list_articles(
         Some(cursor) => cursor
             .resolve_filter(
                 ListKind::Articles,
+                None,
                 query.organization_id.as_deref(),
                 query.journalist_id.as_deref(),
             )
