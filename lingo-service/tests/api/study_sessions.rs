@@ -530,3 +530,17 @@ async fn fifty_concurrent_sessions_of_one_learner_are_all_counted() {
     // Writes of one learner are serialised: the last one to commit saw every session.
     assert_eq!(totals.iter().max().copied(), Some(awarded));
 }
+
+/// A POST with nothing in it is told its body is missing; a body without a type is 415.
+#[tokio::test]
+async fn no_body_at_all_is_400_and_an_untyped_body_415() {
+    let app = spawn_app().await;
+    let learner = token("untyped");
+    let post = || app.client.post(app.url(SESSIONS)).bearer_auth(&learner);
+    let response = post().send().await.unwrap();
+    let problem = assert_problem(response, 400, "malformed_json").await;
+    assert_eq!(problem["detail"], "the request body is empty");
+    let body = session("es", 60, 5, 4).to_string();
+    let response = post().body(body).send().await.unwrap();
+    assert_problem(response, 415, "unsupported_media_type").await;
+}

@@ -2,7 +2,7 @@
 //! 415 `unsupported_media_type`, 413 `payload_too_large`, 400 `malformed_json`,
 //! 422 `validation_failed` (with the bad field), 400 `invalid_query`.
 
-use axum::body::Bytes;
+use axum::body::{Bytes, HttpBody as _};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -42,6 +42,12 @@ where
     type Rejection = Problem;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        // No body at all and no type: the body is missing, which is what the client must fix.
+        let nothing_sent =
+            request.body().is_end_stream() && !request.headers().contains_key(header::CONTENT_TYPE);
+        if nothing_sent {
+            return Err(empty_body());
+        }
         if !is_json(request.headers()) {
             return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
         }
@@ -62,9 +68,7 @@ where
 /// member given twice is 422 too: read through a JSON value, the last one would silently win.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(
-            Problem::from_code(SharedCode::MalformedJson).with_detail("the request body is empty")
-        );
+        return Err(empty_body());
     }
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
         // `1e999` is valid JSON syntax, only no number a field can take: a shape error.
@@ -89,6 +93,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         let message = error.into_inner().to_string();
         Problem::validation(vec![field_error(&path, &message)])
     })
+}
+
+fn empty_body() -> Problem {
+    Problem::from_code(SharedCode::MalformedJson).with_detail("the request body is empty")
 }
 
 /// Turns serde's message into a field error: `missing field `x`` and `unknown field `x``
