@@ -91,8 +91,30 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     serde_path_to_error::deserialize(&mut body).map_err(|error| {
         let path = error.path().to_string();
         let message = error.into_inner().to_string();
+        // serde_path_to_error's path of a top-level unknown member is its own name.
+        let top_level = path == "." || !path.contains(['.', '[']);
+        if top_level && message.starts_with("unknown field") {
+            return Problem::validation(unknown_fields(&value, &message));
+        }
         Problem::validation(vec![field_error(&path, &message)])
     })
+}
+
+/// Every unknown member of `object`, not only the first serde stopped at. serde's message names
+/// the fields it knows: "unknown field `x`, expected one of `a`, `b`".
+fn unknown_fields(object: &serde_json::Value, message: &str) -> Vec<FieldError> {
+    let known: Vec<&str> = message.split('`').skip(3).step_by(2).collect();
+    let mut errors: Vec<FieldError> = object
+        .as_object()
+        .into_iter()
+        .flat_map(|members| members.keys())
+        .filter(|name| !known.contains(&name.as_str()))
+        .map(|name| FieldError::new(name, "is not an accepted field"))
+        .collect();
+    if errors.is_empty() {
+        errors.push(field_error(".", message));
+    }
+    errors
 }
 
 fn empty_body() -> Problem {
@@ -232,6 +254,20 @@ mod tests {
                 "body {body:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_unknown_field_is_named() {
+        let body = r#"{"zeta":0,"count":1,"extra":1,"name":"a","other":2}"#;
+        let problem = parse_json::<Input>(body.as_bytes()).unwrap_err();
+        let fields: Vec<&str> = problem.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["extra", "other", "zeta"]);
+        assert!(
+            problem
+                .errors
+                .iter()
+                .all(|e| e.message == "is not an accepted field")
+        );
     }
 
     #[test]
