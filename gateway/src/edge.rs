@@ -6,15 +6,16 @@ use std::time::Instant;
 
 use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared_auth::Problem;
+use shared_auth::http::serve::method_not_allowed;
 
 use crate::AppState;
 use crate::auth::authorize;
 use crate::proxy::{Outgoing, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
-use crate::routes;
+use crate::routes::{self, Endpoint};
 
 /// The router's fallback: every path that is none of the gateway's own routes.
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
@@ -84,8 +85,11 @@ async fn serve(
             return Err(outcome.problem());
         }
     }
-    let caller = caller?;
-    authorize(route.access, caller.as_deref())?;
+    let authorized = caller.and_then(|caller| authorize(route.access, caller.as_deref()));
+    if let Err(refusal) = authorized {
+        refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
+        return Err(refusal.into());
+    }
 
     let mut headers = parts.headers;
     to_upstream_headers(&mut headers, client);
@@ -99,4 +103,17 @@ async fn serve(
         .proxy
         .forward(state.group(route.group), outgoing)
         .await
+}
+
+/// A request refused for its token that a service would have refused before looking at the token
+/// (a path that is no endpoint, a method its endpoint does not take) gets the service's own 404
+/// or 405 instead. The request still never reaches a service.
+fn refuse_what_no_service_serves(path: &str, method: &Method) -> Result<(), Problem> {
+    match routes::endpoint_at(path) {
+        Some(Endpoint::None) => Err(Problem::from_status(StatusCode::NOT_FOUND)),
+        Some(endpoint @ Endpoint::Allows(allow)) if !endpoint.allows(method) => {
+            Err(method_not_allowed(allow))
+        }
+        _ => Ok(()),
+    }
 }

@@ -162,6 +162,60 @@ fn news_access(rest: &[&str], method: &Method) -> Access {
     }
 }
 
+/// What the services serve at a path, for the gateway's refusals: a service routes before it
+/// authenticates, so a wrong method or a path that is no endpoint must get the service's 405 (with
+/// `Allow`) or 404, not a 401, from the gateway too. `None` when the path is spelled unusually
+/// (an escape, an empty segment): the gateway cannot tell what the service would match, and the
+/// token check stands. The services' routers are the truth; a system test holds this table to
+/// them.
+pub fn endpoint_at(path: &str) -> Option<Endpoint> {
+    let path = path.split('?').next().unwrap_or_default();
+    let rest = path.strip_prefix("/v1/")?;
+    if rest.contains('%') || rest.split('/').any(str::is_empty) {
+        return None;
+    }
+    let segments: Vec<&str> = rest.split('/').collect();
+    let allow = match segments.as_slice() {
+        ["lingo", "languages" | "phrases" | "openapi.json"] => "GET,HEAD",
+        ["lingo", "phrases", _] => "GET,HEAD",
+        [
+            "news",
+            "articles" | "journalists" | "organizations" | "openapi.json",
+        ] => "GET,HEAD",
+        ["news", "articles", _] | ["news", "articles", _, "comments"] => "GET,HEAD",
+        ["news", "comments", _] => "GET,HEAD",
+        ["lingo", "me", "progress" | "xp" | "recommendations"] => "GET,HEAD",
+        ["lingo", "me", "study-sessions"] => "POST,GET,HEAD",
+        ["lingo", "me", "study-sessions", _] => "GET,HEAD",
+        ["lingo", "analytics", "progress"] => "GET,HEAD",
+        ["news", "me", "feed" | "bookmarks" | "following"] => "GET,HEAD",
+        ["news", "articles", _, "like" | "bookmark"] => "POST,DELETE",
+        ["news", "journalists" | "organizations", _, "follow"] => "POST,DELETE",
+        ["news", "comments"] => "POST",
+        _ => return Some(Endpoint::None),
+    };
+    Some(Endpoint::Allows(allow))
+}
+
+/// A path's endpoint at a service, as [`endpoint_at`] knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// No route of the service: 404.
+    None,
+    /// The methods it answers, as an `Allow` header lists them.
+    Allows(&'static str),
+}
+
+impl Endpoint {
+    /// Whether `method` is served here.
+    pub fn allows(self, method: &Method) -> bool {
+        match self {
+            Endpoint::None => false,
+            Endpoint::Allows(allow) => allow.split(',').any(|name| name == method.as_str()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +326,21 @@ mod tests {
             }
             assert_eq!(fast.as_str(), slow, "{input}");
         }
+    }
+
+    #[test]
+    fn unusual_spellings_name_no_endpoint_so_the_token_check_stands() {
+        for path in [
+            "/v1/news//me/feed",
+            "/v1/news/m%65/feed",
+            "/v1/lingo/me/xp/",
+            "/v2/x",
+        ] {
+            assert_eq!(endpoint_at(path), None, "{path}");
+        }
+        assert_eq!(endpoint_at("/v1/lingo/me"), Some(Endpoint::None));
+        let like = endpoint_at("/v1/news/articles/a1/like?x=1").expect("plain");
+        assert!(like.allows(&Method::DELETE) && !like.allows(&Method::GET));
     }
 
     #[test]

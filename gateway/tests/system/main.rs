@@ -389,3 +389,68 @@ async fn a_chunked_body_over_1_mib_is_413_from_the_gateway() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(body["code"], "payload_too_large");
 }
+
+/// A service routes before it authenticates: a method a route does not take is 405, a path that
+/// is no route is 404, token or not. Through the gateway, which refuses token-only paths itself,
+/// the answer must be the same, not a 401. Every path of the document is tried (and a few that
+/// are no route), without a token and with a broken one.
+#[tokio::test]
+async fn wrong_methods_and_unknown_paths_get_the_services_answer_not_a_401() {
+    let stack = stack::start(None).await;
+    let client = Client::new();
+    let document: Value = serde_json::from_str(include_str!("../../../openapi.json")).unwrap();
+    let documented = document["paths"].as_object().unwrap().keys();
+    let no_route = [
+        "/v1/lingo/me",
+        "/v1/lingo/me/levels",
+        "/v1/lingo/analytics",
+        "/v1/news/me",
+        "/v1/news/me/likes",
+        "/v1/news/articles/a1/share",
+    ];
+    let paths = documented
+        .map(|path| path.replace(['{', '}'], ""))
+        .chain(no_route.map(str::to_owned));
+    let mut compared = 0;
+    for path in paths {
+        let service = if path.starts_with("/v1/lingo") {
+            &stack.lingo_url
+        } else {
+            &stack.news_url
+        };
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            for authorization in [None, Some("Bearer not-a-token")] {
+                let ask = |base: &str| {
+                    let mut request =
+                        client.request(method.parse().unwrap(), format!("{base}{path}"));
+                    if let Some(value) = authorization {
+                        request = request.header("authorization", value);
+                    }
+                    request.send()
+                };
+                let direct = routing_answer(ask(service).await.unwrap()).await;
+                let routed = direct.0 == 405 || direct.2 == "not_found";
+                if !routed {
+                    continue;
+                }
+                let through = routing_answer(ask(&stack.gateway_url).await.unwrap()).await;
+                assert_eq!(through, direct, "{method} {path} {authorization:?}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 100, "only {compared} answers compared");
+}
+
+/// What routing decides: the status, the `Allow` header and the problem's code and detail.
+async fn routing_answer(response: reqwest::Response) -> (u16, String, String, String) {
+    let status = response.status().as_u16();
+    let allow = response
+        .headers()
+        .get("allow")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let problem: Value = response.json().await.unwrap_or(Value::Null);
+    let text = |field: &str| problem[field].as_str().unwrap_or_default().to_owned();
+    (status, allow, text("code"), text("detail"))
+}

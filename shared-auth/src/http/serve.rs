@@ -27,6 +27,9 @@ use tokio::sync::watch;
 use tower::Layer;
 use tower::ServiceExt;
 
+use crate::http::codes::SharedCode;
+use crate::http::problem::Problem;
+
 /// How long a client may take to send a whole request head (and how long an idle keep-alive
 /// connection stays open): 10 s, as the contract says.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -172,6 +175,16 @@ pub async fn with_allowed_methods_named(response: Response) -> Response {
     let body = serde_json::to_vec(&problem).unwrap_or_else(|_| bytes.to_vec());
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body))
+}
+
+/// A 405 problem for a resource that answers the methods of `allow` (an `Allow` header value,
+/// `GET,HEAD`), as the services' routers answer it: for the gateway, which refuses some methods
+/// itself.
+pub fn method_not_allowed(allow: &'static str) -> Problem {
+    let allow = HeaderValue::from_static(allow);
+    Problem::from_code(SharedCode::MethodNotAllowed)
+        .with_detail(allowed_methods_detail(&allow))
+        .with_header(header::ALLOW, allow)
 }
 
 /// The `detail` of a 405: the contract wants the allowed methods named, as `Allow` lists them.
