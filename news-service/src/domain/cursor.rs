@@ -33,9 +33,6 @@ pub struct Cursor {
     pub organization_id: Option<String>,
     #[serde(rename = "j", default, skip_serializing_if = "Option::is_none")]
     pub journalist_id: Option<String>,
-    /// Whose feed (`shared_auth::http::cursor::owner_tag` of the reader); none on the article list.
-    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
-    pub reader: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,12 +68,10 @@ impl Cursor {
     }
 
     /// Checks the cursor against the list being asked for. Filters given with the request must
-    /// equal the cursor's; filters left out are taken from the cursor. A feed's cursor continues
-    /// its own reader's feed only.
+    /// equal the cursor's; filters left out are taken from the cursor.
     pub fn resolve_filter(
         &self,
         kind: ListKind,
-        reader: Option<&str>,
         organization_id: Option<&str>,
         journalist_id: Option<&str>,
     ) -> Result<(Option<String>, Option<String>), CursorError> {
@@ -84,7 +79,6 @@ impl Cursor {
             given.is_none_or(|given| own.as_deref() == Some(given))
         };
         if self.kind != kind
-            || self.reader != reader.map(cursor::owner_tag)
             || !same(organization_id, &self.organization_id)
             || !same(journalist_id, &self.journalist_id)
         {
@@ -138,7 +132,6 @@ mod tests {
             id: "art-000042".into(),
             organization_id: org.map(str::to_owned),
             journalist_id: None,
-            reader: None,
         }
     }
 
@@ -199,35 +192,11 @@ mod tests {
             (ListKind::Feed, None, None, false),
         ];
         for (kind, org, jrn, ok) in table {
-            let got = c.resolve_filter(kind, None, org, jrn);
+            let got = c.resolve_filter(kind, org, jrn);
             assert_eq!(got.is_ok(), ok, "{kind:?} {org:?} {jrn:?}");
             if ok {
                 assert_eq!(got, Ok((Some("org-001".into()), None)));
             }
         }
-    }
-
-    #[test]
-    fn a_feed_cursor_continues_its_own_readers_feed_only() {
-        let feed = Cursor {
-            kind: ListKind::Feed,
-            organization_id: None,
-            reader: Some(cursor::owner_tag("ada")),
-            ..cursor(None)
-        };
-        let decoded = Cursor::decode(&feed.encode()).unwrap();
-        assert!(
-            decoded
-                .resolve_filter(ListKind::Feed, Some("ada"), None, None)
-                .is_ok()
-        );
-        for other in [Some("bob"), None] {
-            assert_eq!(
-                decoded.resolve_filter(ListKind::Feed, other, None, None),
-                Err(CursorError::OtherList)
-            );
-        }
-        // The reader's id itself never travels in the cursor.
-        assert_ne!(decoded.reader.as_deref(), Some("ada"));
     }
 }

@@ -87,7 +87,6 @@ async fn list_articles(
         Some(cursor) => cursor
             .resolve_filter(
                 ListKind::Articles,
-                None,
                 query.organization_id.as_deref(),
                 query.journalist_id.as_deref(),
             )

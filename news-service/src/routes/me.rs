@@ -129,7 +129,7 @@ async fn my_feed(
     let paging = ListPaging::parse(query.limit, query.offset, query.cursor.as_deref())?;
     if let Some(cursor) = &paging.cursor {
         cursor
-            .resolve_filter(ListKind::Feed, Some(&caller.sub), None, None)
+            .resolve_filter(ListKind::Feed, None, None)
             .map_err(Problem::from)?;
     }
     let spec = ListSpec {

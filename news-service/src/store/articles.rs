@@ -3,7 +3,6 @@
 //! columns are one piece of SQL for all of them, so every article answer counts the same way.
 
 use chrono::{DateTime, Utc};
-use shared_auth::http::cursor::owner_tag;
 use shared_auth::{Page, Paging};
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
@@ -227,7 +226,6 @@ pub async fn page(
             id: last.id.clone(),
             organization_id: spec.organization_id.clone(),
             journalist_id: spec.journalist_id.clone(),
-            reader: spec.followed_by.as_deref().map(owner_tag),
         }
         .encode()
     });

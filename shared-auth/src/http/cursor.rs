@@ -7,7 +7,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
 /// The earliest `timestamptz` PostgreSQL can hold (4714-11-24 BC 00:00 UTC) in Unix
 /// microseconds; chrono's latest time is earlier than PostgreSQL's latest, so only this end
@@ -40,16 +39,6 @@ pub fn timestamp(micros: i64) -> Option<DateTime<Utc>> {
 /// passes the previous page's `next_cursor` through a form or a URL template).
 pub fn given(cursor: Option<&str>) -> Option<&str> {
     cursor.filter(|text| !text.is_empty())
-}
-
-/// Whose list a cursor continues, for lists that differ per caller (a feed): a short tag of the
-/// caller's id rather than the id itself, which would otherwise travel in URLs and logs. The
-/// first 8 bytes of its SHA-256, in hex.
-pub fn owner_tag(caller: &str) -> String {
-    Sha256::digest(caller.as_bytes())[..8]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 #[cfg(test)]
