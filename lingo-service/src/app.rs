@@ -38,7 +38,6 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, DATABASE_RETRY_AFTER_SECS);
     let (resources, document) = openapi::documented_routes();
-    let resources = shared_auth::http::body::read_whole(resources, MAX_BODY_BYTES);
     let resources = shared_auth::http::load::guard(resources, limits);
     let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
     let routes = resources.merge(openapi::router(&document)).merge(health);

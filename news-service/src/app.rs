@@ -25,7 +25,6 @@ pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 /// and metrics answer under overload.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let (api, _) = openapi::documented_routes();
-    let api = shared_auth::http::body::read_whole(api, MAX_BODY_BYTES);
     let api = shared_auth::http::load::guard(api, limits);
     let api = shared_auth::pg::pool_pressure::track(
         api,

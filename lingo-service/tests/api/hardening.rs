@@ -272,7 +272,7 @@ async fn a_half_sent_request_head_is_closed_while_others_are_served() {
 async fn a_refused_body_is_read_to_its_end_and_the_connection_stays_usable() {
     let app = spawn_app().await;
     let token = token("learner-a");
-    let cases: [(&str, &str, &str, Vec<u8>, &str); 4] = [
+    let cases: [(&str, &str, &str, Vec<u8>, &str); 6] = [
         (
             SESSIONS,
             "application/json",
@@ -301,6 +301,21 @@ async fn a_refused_body_is_read_to_its_end_and_the_connection_stays_usable() {
             vec![b' '; 64 * 1024],
             "405",
         ),
+        // The route and the method are judged before the body: 405 and 404, not 415.
+        (
+            "/v1/lingo/languages",
+            "text/plain",
+            "Content-Length: 1048576",
+            vec![b'x'; 1024 * 1024],
+            "405",
+        ),
+        (
+            "/v1/lingo/me/levels",
+            "text/plain",
+            "Content-Length: 1048576",
+            vec![b'x'; 1024 * 1024],
+            "404",
+        ),
     ];
     for (path, content_type, framing, body, status) in cases {
         let head = format!(
@@ -314,6 +329,37 @@ async fn a_refused_body_is_read_to_its_end_and_the_connection_stays_usable() {
             .collect();
         assert_eq!(statuses, [status, "200"], "{path} {content_type} {framing}");
     }
+}
+
+/// A service routes, then authenticates, then reads the body: a bad body does not hide a 405 or
+/// a 401.
+#[tokio::test]
+async fn the_body_is_judged_after_the_route_the_method_and_the_token() {
+    let app = spawn_app().await;
+    let text = |request: reqwest::RequestBuilder| {
+        request
+            .header("content-type", "text/plain")
+            .body("not json")
+    };
+    let response = text(app.client.post(app.url("/v1/lingo/languages")))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(response, 405, "method_not_allowed").await;
+    let response = text(app.client.post(app.url(SESSIONS)))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(response, 401, "missing_token").await;
+    let response = text(
+        app.client
+            .post(app.url(SESSIONS))
+            .bearer_auth(token("learner-a")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(response, 415, "unsupported_media_type").await;
 }
 
 /// `data` as one chunk of a chunked body, and the last chunk.

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Map, Value};
 use shared_auth::RequiredCaller;
+use shared_auth::http::json::NoBody;
 use shared_auth::http::path_id::PathId;
 use shared_auth::pg::pool::begin_within_deadline;
 use utoipa::ToSchema;
@@ -101,6 +102,7 @@ macro_rules! edge_handlers {
             State(state): State<AppState>,
             RequiredCaller(caller): RequiredCaller,
             PathId(id): PathId,
+            _: NoBody,
         ) -> Result<Json<Value>> {
             answer($edge, &state, id, &caller.sub, $on).await
         }

@@ -2,7 +2,7 @@
 //! 415 `unsupported_media_type`, 413 `payload_too_large`, 400 `malformed_json`,
 //! 422 `validation_failed` (with the bad field), 400 `invalid_query`.
 
-use axum::body::{Bytes, HttpBody as _};
+use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::http::codes::SharedCode;
 use crate::http::problem::{FieldError, Problem};
+use crate::http::stack::MAX_BODY_BYTES;
 
 /// Like `axum::Json`, but strict about the content type and answering in problems.
 /// Request types should use `#[serde(deny_unknown_fields)]`.
@@ -17,7 +18,7 @@ use crate::http::problem::{FieldError, Problem};
 pub struct Json<T>(pub T);
 
 /// Whether `headers` declare a JSON body (`application/json` or `application/*+json`).
-pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -42,13 +43,8 @@ where
     type Rejection = Problem;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
-        // No body at all and no type: the body is missing, which is what the client must fix.
-        let nothing_sent =
-            request.body().is_end_stream() && !request.headers().contains_key(header::CONTENT_TYPE);
-        if nothing_sent {
-            return Err(empty_body());
-        }
-        if !is_json(request.headers()) {
+        let typed = request.headers().contains_key(header::CONTENT_TYPE);
+        if typed && !is_json(request.headers()) {
             return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
         }
         let bytes = Bytes::from_request(request, state)
@@ -60,7 +56,45 @@ where
                     Problem::from_code(SharedCode::BadRequest).with_detail(rejection.body_text())
                 }
             })?;
+        if !typed {
+            // Nothing sent at all is a missing body, which is what the client must fix; a body
+            // without a type is 415.
+            let nothing_sent = bytes.iter().all(u8::is_ascii_whitespace);
+            return Err(if nothing_sent {
+                empty_body()
+            } else {
+                Problem::from_code(SharedCode::UnsupportedMediaType)
+            });
+        }
         parse_json(&bytes).map(Json)
+    }
+}
+
+/// For a route that takes no body: one sent anyway must still be JSON (415) and, by its declared
+/// length, within the services' limit (413). It is never read (`http::body` drains it).
+#[derive(Debug, Clone, Copy)]
+pub struct NoBody;
+
+impl<S: Send + Sync> FromRequestParts<S> for NoBody {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        let has_body = declared.is_some_and(|len| len > 0)
+            || parts.headers.contains_key(header::TRANSFER_ENCODING);
+        if !has_body {
+            return Ok(NoBody);
+        }
+        if !is_json(&parts.headers) {
+            return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
+        }
+        if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+            return Err(Problem::from_code(SharedCode::PayloadTooLarge));
+        }
+        Ok(NoBody)
     }
 }
 
@@ -94,27 +128,36 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         // serde_path_to_error's path of a top-level unknown member is its own name.
         let top_level = path == "." || !path.contains(['.', '[']);
         if top_level && message.starts_with("unknown field") {
-            return Problem::validation(unknown_fields(&value, &message));
+            let unknown = unknown_fields::<T>(&value, path.clone());
+            if !unknown.is_empty() {
+                return Problem::validation(unknown);
+            }
         }
         Problem::validation(vec![field_error(&path, &message)])
     })
 }
 
-/// Every unknown member of `object`, not only the first serde stopped at. serde's message names
-/// the fields it knows: "unknown field `x`, expected one of `a`, `b`".
-fn unknown_fields(object: &serde_json::Value, message: &str) -> Vec<FieldError> {
-    let known: Vec<&str> = message.split('`').skip(3).step_by(2).collect();
-    let mut errors: Vec<FieldError> = object
-        .as_object()
-        .into_iter()
-        .flat_map(|members| members.keys())
-        .filter(|name| !known.contains(&name.as_str()))
-        .map(|name| FieldError::new(name, "is not an accepted field"))
-        .collect();
-    if errors.is_empty() {
-        errors.push(field_error(".", message));
+/// Every unknown member of `object`, not only the first one serde stopped at (`first`): each is
+/// taken out in turn and the rest read again, until no unknown member is left.
+fn unknown_fields<T: DeserializeOwned>(
+    object: &serde_json::Value,
+    first: String,
+) -> Vec<FieldError> {
+    let mut rest = object.clone();
+    let mut unknown = Vec::new();
+    let mut next = first;
+    while let Some(members) = rest.as_object_mut()
+        && members.remove(&next).is_some()
+    {
+        unknown.push(FieldError::new(&next, "is not an accepted field"));
+        match serde_path_to_error::deserialize::<_, T>(&rest) {
+            Err(error) if error.inner().to_string().starts_with("unknown field") => {
+                next = error.path().to_string();
+            }
+            _ => break,
+        }
     }
-    errors
+    unknown
 }
 
 fn empty_body() -> Problem {
@@ -260,8 +303,13 @@ mod tests {
     fn every_unknown_field_is_named() {
         let body = r#"{"zeta":0,"count":1,"extra":1,"name":"a","other":2}"#;
         let problem = parse_json::<Input>(body.as_bytes()).unwrap_err();
-        let fields: Vec<&str> = problem.errors.iter().map(|e| e.field.as_str()).collect();
+        let mut fields: Vec<&str> = problem.errors.iter().map(|e| e.field.as_str()).collect();
+        fields.sort_unstable();
         assert_eq!(fields, ["extra", "other", "zeta"]);
+        // A name with a backtick (serde quotes names in backticks) is reported as it is.
+        let problem = parse_json::<Input>(br#"{"count":1,"x`y":1,"name":"a"}"#).unwrap_err();
+        let fields: Vec<&str> = problem.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["x`y"]);
         assert!(
             problem
                 .errors

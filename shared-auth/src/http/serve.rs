@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tower::Layer;
 use tower::ServiceExt;
 
+use crate::http::body::drained_when_dropped;
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
@@ -114,7 +115,7 @@ impl Connection {
             .layer(self.router)
             .map_request(move |mut request: Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
-                request.map(Body::new)
+                drained_when_dropped(request)
             });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
