@@ -110,7 +110,7 @@ async fn serve(
 /// or 405 instead. The request still never reaches a service.
 fn refuse_what_no_service_serves(path: &str, method: &Method) -> Result<(), Problem> {
     match routes::endpoint_at(path) {
-        Some(Endpoint::None) => Err(Problem::from_status(StatusCode::NOT_FOUND)),
+        Some(Endpoint::NoRoute) => Err(Problem::from_status(StatusCode::NOT_FOUND)),
         Some(endpoint @ Endpoint::Allows(allow)) if !endpoint.allows(method) => {
             Err(method_not_allowed(allow))
         }

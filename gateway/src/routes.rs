@@ -192,7 +192,7 @@ pub fn endpoint_at(path: &str) -> Option<Endpoint> {
         ["news", "articles", _, "like" | "bookmark"] => "POST,DELETE",
         ["news", "journalists" | "organizations", _, "follow"] => "POST,DELETE",
         ["news", "comments"] => "POST",
-        _ => return Some(Endpoint::None),
+        _ => return Some(Endpoint::NoRoute),
     };
     Some(Endpoint::Allows(allow))
 }
@@ -201,7 +201,7 @@ pub fn endpoint_at(path: &str) -> Option<Endpoint> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     /// No route of the service: 404.
-    None,
+    NoRoute,
     /// The methods it answers, as an `Allow` header lists them.
     Allows(&'static str),
 }
@@ -210,7 +210,7 @@ impl Endpoint {
     /// Whether `method` is served here.
     pub fn allows(self, method: &Method) -> bool {
         match self {
-            Endpoint::None => false,
+            Endpoint::NoRoute => false,
             Endpoint::Allows(allow) => allow.split(',').any(|name| name == method.as_str()),
         }
     }
@@ -338,7 +338,7 @@ mod tests {
         ] {
             assert_eq!(endpoint_at(path), None, "{path}");
         }
-        assert_eq!(endpoint_at("/v1/lingo/me"), Some(Endpoint::None));
+        assert_eq!(endpoint_at("/v1/lingo/me"), Some(Endpoint::NoRoute));
         let like = endpoint_at("/v1/news/articles/a1/like?x=1").expect("plain");
         assert!(like.allows(&Method::DELETE) && !like.allows(&Method::GET));
     }

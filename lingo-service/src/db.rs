@@ -22,8 +22,7 @@ pub fn runtime_pool(
     acquire_timeout: Duration,
     statement_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
-    let options =
-        shared_auth::pg::pool::with_statement_timeout(connect_options(url)?, statement_timeout);
+    let options = shared_auth::pg::pool::with_time_limits(connect_options(url)?, statement_timeout);
     Ok(shared_auth::pg::pool::lazy_pool(
         options,
         max_connections,

@@ -31,10 +31,8 @@ pub fn lazy_pool(
     name: &str,
     timeouts: PoolTimeouts,
 ) -> Result<PgPool, sqlx::Error> {
-    let options = shared_auth::pg::pool::with_statement_timeout(
-        connect_options(url, name)?,
-        timeouts.statement,
-    );
+    let options =
+        shared_auth::pg::pool::with_time_limits(connect_options(url, name)?, timeouts.statement);
     Ok(shared_auth::pg::pool::lazy_pool(
         options,
         max_connections,

@@ -108,10 +108,17 @@ async fn export(
         None => asked_since,
     };
 
-    let horizon = store::progress::export_horizon(&db).await?;
-    let mut data =
-        store::progress::export_page(&db, since, horizon, cursor.as_ref(), paging.fetch_limit())
-            .await?;
+    // Two statements (the horizon must be read before the page's snapshot), one connection.
+    let mut connection = db.acquire().await?;
+    let horizon = store::progress::export_horizon(&mut *connection).await?;
+    let mut data = store::progress::export_page(
+        &mut *connection,
+        since,
+        horizon,
+        cursor.as_ref(),
+        paging.fetch_limit(),
+    )
+    .await?;
     let has_more = data.len() as i64 > paging.limit;
     data.truncate(paging.limit as usize);
     let next_cursor = data.last().filter(|_| has_more).map(|row| {

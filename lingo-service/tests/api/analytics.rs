@@ -218,7 +218,7 @@ async fn an_incremental_copy_misses_no_session_that_commits_late() {
     let meanwhile = async {
         wait_for_a_lock_waiter(&mut admin).await;
         // Another learner's session, committed before the late one and stamped in a later second
-        // (timestamps are written in whole seconds, and a copier resumes at the second it saw).
+        // (timestamps are serialized in whole seconds, and a copier resumes at the second it saw).
         next_second().await;
         let response = app
             .post_session(&token("early-learner"), &session("de", 60, 5, 5))
@@ -250,13 +250,16 @@ async fn an_incremental_copy_misses_no_session_that_commits_late() {
     assert_eq!(copied, expected);
 }
 
-/// Waits until some statement is blocked on a lock.
+/// Waits until a session of this test's database is blocked by another.
 async fn wait_for_a_lock_waiter(admin: &mut sqlx::PgConnection) {
     for _ in 0..1000 {
-        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            .fetch_one(&mut *admin)
-            .await
-            .unwrap();
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0",
+        )
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
         if waiting > 0 {
             return;
         }

@@ -395,3 +395,29 @@ async fn send_then_get_languages(app: &TestApp, head: &[u8], body: &[u8]) -> Str
     drop(writer);
     String::from_utf8_lossy(&answers).into_owned()
 }
+
+/// A transaction of the runtime pool left idle past the statement limit (the request deadline) is
+/// ended by the server: an abandoned one cannot hold locks, or the analytics export's horizon,
+/// for long.
+#[tokio::test]
+async fn an_idle_transaction_is_ended_at_the_deadline() {
+    let db = TestDatabase::create().await;
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    let pool = lingo_service::db::runtime_pool(
+        &db.url_for("lingo_app"),
+        1,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    )
+    .unwrap();
+    let mut transaction = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1")
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let after_idling = sqlx::query("SELECT 1").execute(&mut *transaction).await;
+    assert!(after_idling.is_err(), "the idle transaction was left open");
+}

@@ -22,10 +22,16 @@ pub fn connect_options(url: &str, schema: &str) -> Result<PgConnectOptions, sqlx
     Ok(PgConnectOptions::from_str(url)?.options([("search_path", schema)]))
 }
 
-/// `options` whose statements the server cancels after `timeout`: set to at most the request
-/// deadline, a statement outlives the request it served by no more than that.
-pub fn with_statement_timeout(options: PgConnectOptions, timeout: Duration) -> PgConnectOptions {
-    options.options([("statement_timeout", postgres_millis(timeout))])
+/// `options` whose statements the server cancels after `timeout`, and whose transactions it ends
+/// when they sit idle that long: set to at most the request deadline, neither outlives the request
+/// it served by more than that. (An abandoned open transaction would also hold back lingo's
+/// analytics export, which never reads past the oldest transaction in progress.)
+pub fn with_time_limits(options: PgConnectOptions, timeout: Duration) -> PgConnectOptions {
+    let limit = postgres_millis(timeout);
+    options.options([
+        ("statement_timeout", limit.as_str()),
+        ("idle_in_transaction_session_timeout", limit.as_str()),
+    ])
 }
 
 /// A duration as a Postgres setting in milliseconds, at least 1 (0 would mean no limit).
@@ -154,6 +160,17 @@ mod tests {
             database_problem(&sqlx::Error::RowNotFound, |_| None, 7).code,
             "internal_error"
         );
+    }
+
+    #[test]
+    fn statements_and_idle_transactions_are_limited() {
+        let options = connect_options("postgres://u@localhost/db", "news").expect("valid url");
+        let text = format!("{:?}", with_time_limits(options, Duration::from_secs(5)));
+        assert!(
+            text.contains("statement_timeout")
+                && text.contains("idle_in_transaction_session_timeout")
+        );
+        assert!(text.contains("5000ms"), "{text}");
     }
 
     #[test]
