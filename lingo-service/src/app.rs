@@ -15,6 +15,7 @@ use shared_auth::http::cache::no_store;
 use shared_auth::http::load::LoadLimits;
 use shared_auth::http::metrics::HttpMetrics;
 use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
+use shared_auth::pg::pool_health::{CheckEvery, PoolHealth};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -34,9 +35,16 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// `limits` and the pool-pressure check, so health checks and metrics answer under overload.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let pools = vec![("primary", state.db.clone())];
-    let metrics = HttpMetrics::new("lingo", pools.clone());
+    let every = CheckEvery {
+        timeout: READY_TIMEOUT,
+        ..CheckEvery::default()
+    };
+    let pool_health = PoolHealth::spawn(pools.clone(), every);
+    let metrics = HttpMetrics::with_extra("lingo", pools, |registry| {
+        pool_health.register_metrics(registry);
+    });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health = shared_auth::pg::health::router(pools, READY_TIMEOUT, DATABASE_RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router_for(pool_health, DATABASE_RETRY_AFTER_SECS);
     let (resources, document) = openapi::documented_routes();
     let resources = shared_auth::http::load::guard(resources, limits);
     let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);

@@ -24,6 +24,13 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
         response.json::<Value>().await.unwrap(),
         json!({"status": "ready", "pools": {"primary": "up"}})
     );
+
+    // The same background check is a metric, as at news.
+    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    assert!(
+        metrics.contains("lingo_db_pool_up{pool=\"primary\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

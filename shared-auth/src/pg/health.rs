@@ -12,11 +12,10 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value, json};
-use sqlx::PgPool;
 
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
-use crate::pg::pool_health::{CheckEvery, PoolHealth, PoolState};
+use crate::pg::pool_health::{PoolHealth, PoolState};
 
 /// What `/readyz` reads: the background check, how long a just-started process waits for its
 /// first result, and the `Retry-After` of the 503.
@@ -24,22 +23,6 @@ struct Readiness {
     health: PoolHealth,
     first_check_wait: Duration,
     retry_after_secs: u32,
-}
-
-/// `/healthz` and `/readyz` for `pools`, checked in the background every 2 s with `timeout`.
-pub fn router<S>(
-    pools: Vec<(&'static str, PgPool)>,
-    timeout: Duration,
-    retry_after_secs: u32,
-) -> Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    let every = CheckEvery {
-        timeout,
-        ..CheckEvery::default()
-    };
-    router_for(PoolHealth::spawn(pools, every), retry_after_secs)
 }
 
 /// `/healthz` and `/readyz` reading a background check the service also uses elsewhere.
