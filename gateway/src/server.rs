@@ -14,7 +14,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use hyper::body::Incoming;
@@ -23,6 +22,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use shared_auth::http::body::drained_when_dropped;
 use tokio::sync::{oneshot, watch};
 
 use crate::{Frontend, client};
@@ -130,7 +130,8 @@ async fn accept_loop<F>(
         let frontend = frontend.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
-            let answer = Box::pin(frontend.clone().handle(request.map(Body::new)));
+            // A body left unread (a refusal) is read to its end before the connection closes.
+            let answer = Box::pin(frontend.clone().handle(drained_when_dropped(request)));
             async move { Ok::<_, Infallible>(answer.await) }
         });
         let builder = builder.clone();

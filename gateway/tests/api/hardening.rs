@@ -286,3 +286,39 @@ async fn gateway_in_front_of(news: &str) -> crate::helpers::TestGateway {
     config.rate_limit_enabled = false;
     crate::helpers::TestGateway::start(config).await
 }
+
+/// A request the gateway refuses without reading its body (here 401: no token) still has its
+/// body read to the end before the connection closes. Closing on unread bytes resets the
+/// connection, and a client still sending its body then loses the answer to the reset.
+#[tokio::test]
+async fn a_refused_body_is_read_to_its_end_so_the_answer_is_not_lost_to_a_reset() {
+    let stack = Stack::start().await;
+    for _ in 0..5 {
+        let stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+            .await
+            .expect("connect");
+        let (mut reader, mut writer) = stream.into_split();
+        let body = vec![b' '; 1024 * 1024];
+        let head = format!(
+            "POST /v1/news/comments HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            body.len()
+        );
+        let write = async {
+            writer.write_all(head.as_bytes()).await?;
+            writer.write_all(&body).await
+        };
+        let mut answer = Vec::new();
+        let read = reader.read_to_end(&mut answer);
+        let (written, read) =
+            tokio::time::timeout(Duration::from_secs(10), async { tokio::join!(write, read) })
+                .await
+                .expect("answered and closed");
+        assert!(written.is_ok(), "the body could not be sent: {written:?}");
+        assert!(read.is_ok(), "the answer was lost: {read:?}");
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+        drop(writer);
+    }
+    assert_eq!(stack.news.hits(), 0, "nothing refused reached an upstream");
+}
