@@ -21,8 +21,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
 use shared_auth::http::body::drained_when_dropped;
+use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 use crate::{Frontend, client};

@@ -392,7 +392,8 @@ async fn a_chunked_body_over_1_mib_is_413_from_the_gateway() {
 
 /// A service routes before it authenticates: a method a route does not take is 405, a path that
 /// is no route is 404, token or not. Through the gateway, which refuses token-only paths itself,
-/// the answer must be the same: not a 401 where the service routes, and a 401 where it does. Every path of the document is tried (and a few that
+/// the answer must be the same: the service's 404 or 405 where it refuses by route or method,
+/// and the same 401 where it refuses for the token. Every path of the document is tried (and a few that
 /// are no route), without a token and with a broken one.
 #[tokio::test]
 async fn wrong_methods_and_unknown_paths_get_the_services_answer_not_a_401() {

@@ -265,9 +265,10 @@ async fn a_half_sent_request_head_is_closed_while_others_are_served() {
     assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
 }
 
-/// A body the service refuses (over 128 KiB, or not JSON) is still read to its end before the
-/// answer, so the answer cannot be lost to a connection reset (the gateway turned such a 413
-/// into a 502 now and then) and the connection carries the next request.
+/// A body the service refuses (over 128 KiB, or not JSON, or sent to a route or with a method
+/// that takes none) is still read to its end, while and after it answers, so the answer cannot be
+/// lost to a connection reset (the gateway turned such a 413 into a 502 now and then) and the
+/// connection carries the next request.
 #[tokio::test]
 async fn a_refused_body_is_read_to_its_end_and_the_connection_stays_usable() {
     let app = spawn_app().await;
@@ -420,4 +421,24 @@ async fn an_idle_transaction_is_ended_at_the_deadline() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let after_idling = sqlx::query("SELECT 1").execute(&mut *transaction).await;
     assert!(after_idling.is_err(), "the idle transaction was left open");
+}
+
+/// A client that waits for `100 Continue` before sending its body, refused before the body is
+/// wanted (no token), gets the refusal and is never invited to send the body.
+#[tokio::test]
+async fn a_refused_request_that_waits_for_100_continue_is_not_invited_to_send() {
+    let app = spawn_app().await;
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let head = format!(
+        "POST {SESSIONS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: 1048576\r\nExpect: 100-continue\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection was left open");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    assert!(!text.contains("100 Continue"), "{text}");
 }

@@ -14,12 +14,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Request, header};
+use axum::http::{HeaderMap, Request, Version, header};
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 
-/// How much of an unread body is read and thrown away: more than the gateway passes on (1 MiB). A
-/// client that sends more directly is disconnected instead.
+/// How much of an unread body is read and thrown away (after whatever the handler read): more
+/// than the gateway passes on (1 MiB). A client that sends more directly is disconnected instead.
 const MAX_DISCARDED_BYTES: u64 = 2 * 1024 * 1024;
 
 /// How long a client may take to send the rest of a body nobody reads.
@@ -31,7 +31,8 @@ pub fn drained_when_dropped(request: Request<Incoming>) -> Request<Body> {
     if request.body().is_end_stream() {
         return request.map(Body::new);
     }
-    let waits_for_continue = expects_continue(request.headers());
+    let waits_for_continue =
+        request.version() >= Version::HTTP_11 && expects_continue(request.headers());
     request.map(|body| {
         Body::new(DrainedWhenDropped {
             body: Some(body),
@@ -42,9 +43,12 @@ pub fn drained_when_dropped(request: Request<Incoming>) -> Request<Body> {
     })
 }
 
+/// Whether hyper will wait to send `100 Continue` (it reads the last `Expect` header).
 fn expects_continue(headers: &HeaderMap) -> bool {
     headers
-        .get(header::EXPECT)
+        .get_all(header::EXPECT)
+        .iter()
+        .next_back()
         .is_some_and(|expect| expect.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
@@ -53,7 +57,7 @@ struct DrainedWhenDropped {
     polled: bool,
     ended: bool,
     /// The client sends the body only once asked (`Expect: 100-continue`); hyper asks when the
-    /// body is first polled.
+    /// body is first polled, and only while no answer has been written.
     waits_for_continue: bool,
 }
 

@@ -2,7 +2,7 @@
 //! 415 `unsupported_media_type`, 413 `payload_too_large`, 400 `malformed_json`,
 //! 422 `validation_failed` (with the bad field), 400 `invalid_query`.
 
-use axum::body::Bytes;
+use axum::body::{Bytes, HttpBody as _};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -44,8 +44,15 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
         let typed = request.headers().contains_key(header::CONTENT_TYPE);
-        if typed && !is_json(request.headers()) {
+        let declared = request.body().size_hint().exact();
+        // An untyped body of known length is refused unread; one of unknown length (chunked) is
+        // read first, since it may turn out empty (a missing body, 400 below).
+        let untyped_body = !typed && declared.is_some_and(|len| len > 0);
+        if untyped_body || (typed && !is_json(request.headers())) {
             return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
+        }
+        if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+            return Err(Problem::from_code(SharedCode::PayloadTooLarge));
         }
         let bytes = Bytes::from_request(request, state)
             .await
@@ -128,7 +135,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         // serde_path_to_error's path of a top-level unknown member is its own name.
         let top_level = path == "." || !path.contains(['.', '[']);
         if top_level && message.starts_with("unknown field") {
-            let unknown = unknown_fields::<T>(&value, path.clone());
+            let unknown = unknown_fields::<T>(&value);
             if !unknown.is_empty() {
                 return Problem::validation(unknown);
             }
@@ -137,27 +144,54 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     })
 }
 
-/// Every unknown member of `object`, not only the first one serde stopped at (`first`): each is
-/// taken out in turn and the rest read again, until no unknown member is left.
-fn unknown_fields<T: DeserializeOwned>(
-    object: &serde_json::Value,
-    first: String,
-) -> Vec<FieldError> {
-    let mut rest = object.clone();
-    let mut unknown = Vec::new();
-    let mut next = first;
-    while let Some(members) = rest.as_object_mut()
-        && members.remove(&next).is_some()
-    {
-        unknown.push(FieldError::new(&next, "is not an accepted field"));
-        match serde_path_to_error::deserialize::<_, T>(&rest) {
-            Err(error) if error.inner().to_string().starts_with("unknown field") => {
-                next = error.path().to_string();
-            }
-            _ => break,
-        }
+/// Every member of `object` that `T` does not accept, not only the first one serde stopped at; in
+/// name order. Empty when `T` does not declare its fields (a map, a flattened struct).
+fn unknown_fields<T: DeserializeOwned>(object: &serde_json::Value) -> Vec<FieldError> {
+    let accepted = declared_fields::<T>();
+    if accepted.is_empty() {
+        return Vec::new();
     }
-    unknown
+    object
+        .as_object()
+        .into_iter()
+        .flat_map(|members| members.keys())
+        .filter(|name| !accepted.contains(&name.as_str()))
+        .map(|name| FieldError::new(name, "is not an accepted field"))
+        .collect()
+}
+
+/// The field names a derived `Deserialize` of a struct declares: asked of a deserializer that
+/// only records them.
+fn declared_fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields
+}
+
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("only the field names were wanted"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
 }
 
 fn empty_body() -> Problem {
@@ -297,6 +331,12 @@ mod tests {
                 "body {body:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_structs_declared_fields_are_known_without_a_body() {
+        assert_eq!(declared_fields::<Input>(), ["count", "name"]);
+        assert!(declared_fields::<serde_json::Value>().is_empty());
     }
 
     #[test]
