@@ -441,4 +441,10 @@ async fn a_refused_request_that_waits_for_100_continue_is_not_invited_to_send() 
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 401"), "{text}");
     assert!(!text.contains("100 Continue"), "{text}");
+    // The connection ends with this answer, and the answer says so.
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{text}"
+    );
 }

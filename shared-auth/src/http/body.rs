@@ -10,11 +10,15 @@
 //! wait for its body before it is refused.
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Request, Version, header};
+use axum::http::{HeaderMap, HeaderValue, Request, Version, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 
@@ -27,20 +31,42 @@ const MAX_DISCARD_TIME: Duration = Duration::from_secs(10);
 
 /// The request as handlers see it: a body that is dropped before its end is drained (see the
 /// module documentation).
-pub fn drained_when_dropped(request: Request<Incoming>) -> Request<Body> {
+pub fn drained_when_dropped(mut request: Request<Incoming>) -> Request<Body> {
     if request.body().is_end_stream() {
         return request.map(Body::new);
     }
     let waits_for_continue =
         request.version() >= Version::HTTP_11 && expects_continue(request.headers());
+    let left_unread = LeftUnread::default();
+    request.extensions_mut().insert(left_unread.clone());
     request.map(|body| {
         Body::new(DrainedWhenDropped {
             body: Some(body),
             polled: false,
             ended: false,
             waits_for_continue,
+            left_unread,
         })
     })
+}
+
+/// Set once a request's body was dropped and will not be drained (its client waits for
+/// `100 Continue`, or it is longer than [`MAX_DISCARDED_BYTES`]): hyper will close the connection
+/// after the answer, and the answer should say so (see [`announce_close`]).
+#[derive(Clone, Default)]
+pub struct LeftUnread(Arc<AtomicBool>);
+
+/// Adds `Connection: close` to the answer of a request whose body is left unread, so the client
+/// knows the connection ends with it rather than finding out on its next request.
+pub async fn announce_close(request: axum::extract::Request, next: Next) -> Response {
+    let left_unread = request.extensions().get::<LeftUnread>().cloned();
+    let mut response = next.run(request).await;
+    if left_unread.is_some_and(|flag| flag.0.load(Ordering::Relaxed)) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// Whether hyper will wait to send `100 Continue` (it reads the last `Expect` header).
@@ -59,6 +85,7 @@ struct DrainedWhenDropped {
     /// The client sends the body only once asked (`Expect: 100-continue`); hyper asks when the
     /// body is first polled, and only while no answer has been written.
     waits_for_continue: bool,
+    left_unread: LeftUnread,
 }
 
 impl hyper::body::Body for DrainedWhenDropped {
@@ -105,7 +132,11 @@ impl Drop for DrainedWhenDropped {
             .size_hint()
             .exact()
             .is_some_and(|len| len > MAX_DISCARDED_BYTES);
-        if self.ended || body.is_end_stream() || never_sent || too_long {
+        if self.ended || body.is_end_stream() {
+            return;
+        }
+        if never_sent || too_long {
+            self.left_unread.0.store(true, Ordering::Relaxed);
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

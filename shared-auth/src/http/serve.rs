@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tower::Layer;
 use tower::ServiceExt;
 
-use crate::http::body::drained_when_dropped;
+use crate::http::body::{announce_close, drained_when_dropped};
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
@@ -112,7 +112,7 @@ struct Connection {
 impl Connection {
     async fn run(self, stream: TcpStream, peer: SocketAddr) {
         let service = from_fn(name_allowed_methods)
-            .layer(self.router)
+            .layer(from_fn(announce_close).layer(self.router))
             .map_request(move |mut request: Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
                 drained_when_dropped(request)
