@@ -1,8 +1,12 @@
 //! Comments: create with its rules and `Idempotency-Key`, read one, threads in order.
 
+use std::str::FromStr;
+use std::time::Duration;
+
 use news_service::{Application, ServeConfig};
 use serde_json::{Value, json};
 use shared_auth::testing::auth_config;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::helpers::{TestApp, assert_problem, pool_as, spawn_app, spawn_with_fixture};
 
@@ -433,4 +437,44 @@ async fn the_service_sweeps_expired_idempotency_keys() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(keys, ["fresh"]);
+}
+
+/// A refused create ends its transaction before it answers: the key's lock is free at once, so a
+/// client correcting its request and retrying immediately is not told its key is in use. (A
+/// transaction that is merely dropped is rolled back when its connection returns to the pool,
+/// which this pool makes slow on purpose.)
+#[tokio::test]
+async fn a_refused_create_frees_its_key_before_it_answers() {
+    let app = spawn_with_fixture().await;
+    let options = PgConnectOptions::from_str(&app.db.url_for("news_app"))
+        .unwrap()
+        .options([("search_path", "news")]);
+    let slow_to_return = PgPoolOptions::new()
+        .max_connections(2)
+        .after_release(|_, _| {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                Ok(true)
+            })
+        })
+        .connect_with(options)
+        .await
+        .unwrap();
+    let refused = news_service::idempotency::idempotent_create::<Value>(
+        &slow_to_return,
+        "u1",
+        Some("retry-at-once"),
+        &json!({"article_id": "nope"}),
+        async |_| Err(news_service::ErrorCode::UnknownArticle.into()),
+    )
+    .await;
+    assert!(refused.is_err());
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+         WHERE l.locktype = 'advisory' AND d.datname = current_database()",
+    )
+    .fetch_one(&app.admin().await)
+    .await
+    .unwrap();
+    assert_eq!(held, 0, "the key was still locked after the answer");
 }

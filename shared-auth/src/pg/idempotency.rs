@@ -206,31 +206,46 @@ where
 {
     let request_hash = request_hash(request);
     let mut tx = crate::pg::pool::begin_within_deadline(db).await?;
-    if let Some(key) = key
-        && let Begin::Replay(stored) =
-            begin::<E>(&mut tx, scope, caller_id, key, &request_hash).await?
-    {
-        return Ok(stored.into_response());
+    let answer = async {
+        if let Some(key) = key
+            && let Begin::Replay(stored) =
+                begin::<E>(&mut tx, scope, caller_id, key, &request_hash).await?
+        {
+            return Ok(stored.into_response());
+        }
+        let created = create(&mut tx).await?;
+        // Stored as the bytes the answer sends, so a replay is the same answer byte for byte.
+        let body = serde_json::to_vec(&created.body).map_err(|_| Problem::internal())?;
+        if let Some(key) = key {
+            let location = Some(created.location.as_str());
+            let status = StatusCode::CREATED;
+            complete(
+                &mut tx,
+                caller_id,
+                key,
+                &request_hash,
+                status,
+                &body,
+                location,
+            )
+            .await?;
+        }
+        Ok(created_response(body, &created.location))
     }
-    let created = create(&mut tx).await?;
-    // Stored as the bytes the answer sends, so a replay is the same answer byte for byte.
-    let body = serde_json::to_vec(&created.body).map_err(|_| Problem::internal())?;
-    if let Some(key) = key {
-        let location = Some(created.location.as_str());
-        let status = StatusCode::CREATED;
-        complete(
-            &mut tx,
-            caller_id,
-            key,
-            &request_hash,
-            status,
-            &body,
-            location,
-        )
-        .await?;
+    .await;
+    // Ended before answering, whatever the outcome: a transaction merely dropped is rolled back
+    // later, when its connection goes back to the pool, and until then it holds the key's lock,
+    // so a client retrying at once after a refusal could find its own key "in use" (409).
+    match answer {
+        Ok(response) => {
+            tx.commit().await?;
+            Ok(response)
+        }
+        Err(error) => {
+            let _ = tx.rollback().await;
+            Err(error)
+        }
     }
-    tx.commit().await?;
-    Ok(created_response(body, &created.location))
 }
 
 fn created_response(body: Vec<u8>, location: &str) -> Response {
