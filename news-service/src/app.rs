@@ -37,7 +37,7 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let health =
         shared_auth::pg::health::router_for(state.pools.health(), DATABASE_RETRY_AFTER_SECS);
     let routes = api.merge(health);
-    shared_auth::http::stack::service_stack(routes, metrics, MAX_BODY_BYTES).with_state(state)
+    shared_auth::http::stack::service_stack(routes, metrics).with_state(state)
 }
 
 /// A bound, ready-to-run news service.

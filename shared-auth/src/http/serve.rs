@@ -230,7 +230,6 @@ mod tests {
         let router = crate::http::stack::service_stack(
             Router::new().route("/thing", get(|| async { "ok" })),
             crate::http::metrics::HttpMetrics::builder("test").build(),
-            1024,
         );
         let app = from_fn(name_allowed_methods).layer(router);
         let request = Request::delete("/thing").body(Body::empty()).unwrap();

@@ -16,17 +16,14 @@ use crate::http::request_id::{not_found, request_context};
 /// fits in any script and any JSON encoding of it (10,000 emoji as `\ud83d\ude00` escapes).
 pub const MAX_BODY_BYTES: usize = 128 * 1024;
 
-/// Wraps a service's routes (resources and health checks) in the shared layers.
-pub fn service_stack<S>(
-    routes: Router<S>,
-    metrics: Arc<HttpMetrics>,
-    max_body_bytes: usize,
-) -> Router<S>
+/// Wraps a service's routes (resources and health checks) in the shared layers. The body limit is
+/// [`MAX_BODY_BYTES`] for every service: the `Json` and `NoBody` extractors refuse by it too.
+pub fn service_stack<S>(routes: Router<S>, metrics: Arc<HttpMetrics>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
     instrument(routes.fallback(not_found), metrics)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .layer(axum::middleware::from_fn(request_context))
 }
