@@ -83,6 +83,7 @@ async fn answer(
         return Err(edge.not_found().into());
     }
     let mut tx = begin_within_deadline(&state.pools.primary).await?;
+    engagement::take_turn(&mut *tx, edge, &target, user).await?;
     if !engagement::set(&mut *tx, edge, &target, user, on).await? {
         return Err(edge.not_found().into());
     }

@@ -44,6 +44,16 @@ impl Edge {
         }
     }
 
+    /// The advisory-lock space of the edge's callers (see [`take_turn`]).
+    fn lock_scope(self) -> &'static str {
+        match self {
+            Self::Like => "news:like",
+            Self::Bookmark => "news:bookmark",
+            Self::FollowJournalist => "news:follow-journalist",
+            Self::FollowOrganization => "news:follow-organization",
+        }
+    }
+
     /// The 404 of an unknown target.
     pub fn not_found(self) -> ErrorCode {
         match self {
@@ -52,6 +62,23 @@ impl Edge {
             Self::FollowOrganization => ErrorCode::OrganizationNotFound,
         }
     }
+}
+
+/// Makes one caller's requests on one edge take turns until the transaction ends. An answer
+/// gives the edge's state after the request's own write and a count read after it: without
+/// turns, the same caller's opposite request could commit in between, and a like would answer
+/// `liked: true` with a count that no longer had it. Other callers never wait on each other here.
+pub async fn take_turn(
+    db: impl PgExecutor<'_>,
+    edge: Edge,
+    target: &str,
+    user: &str,
+) -> Result<()> {
+    let lock = shared_auth::pg::idempotency::lock_key(edge.lock_scope(), user, target);
+    sqlx::query!("SELECT FROM pg_advisory_xact_lock($1)", lock)
+        .execute(db)
+        .await?;
+    Ok(())
 }
 
 /// Adds (`on`) or removes the caller's edge; `false` when the target does not exist.

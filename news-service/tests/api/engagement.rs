@@ -162,3 +162,29 @@ async fn counts_equal_rows_after_a_concurrent_mix_of_likes_and_unlikes() {
     let page = app.get_json("/articles?journalist_id=jrn-3", None).await;
     assert_eq!(page["data"][1]["like_count"], rows);
 }
+
+#[tokio::test]
+async fn one_callers_concurrent_adds_and_removes_answer_a_flag_their_count_agrees_with() {
+    // Only this caller touches these targets: an answer saying the edge exists must count
+    // exactly 1, one saying it does not must count 0. (The count used to be read after the
+    // request's own write with nothing stopping the same caller's opposite request in between.)
+    let app = spawn_with_fixture().await;
+    for (path, _, flag, count, ..) in EDGES {
+        let calls = (0..40).map(|i| {
+            let app = &app;
+            async move {
+                if i % 2 == 0 {
+                    app.post(path, "alone").await
+                } else {
+                    app.delete(path, "alone").await
+                }
+            }
+        });
+        for response in join_all(calls).await {
+            assert_eq!(response.status(), 200);
+            let body: Value = response.json().await.unwrap();
+            let expected = if body[flag] == json!(true) { 1 } else { 0 };
+            assert_eq!(body[count], expected, "{path}: {body}");
+        }
+    }
+}
