@@ -33,13 +33,13 @@ shared_auth::error_codes! {
         /// no organisation has this id
         OrganizationNotFound = (NOT_FOUND, "organization_not_found", "no organisation has this id"),
         /// the new comment's `article_id` names no article
-        UnknownArticle = (UNPROCESSABLE_ENTITY, "unknown_article", "no article has this id", field = "article_id"),
+        UnknownArticle = (UNPROCESSABLE_ENTITY, "unknown_article", "names no article", field = "article_id"),
         /// the new comment's `parent_id` names no comment
-        UnknownParent = (UNPROCESSABLE_ENTITY, "unknown_parent", "no comment has this id", field = "parent_id"),
+        UnknownParent = (UNPROCESSABLE_ENTITY, "unknown_parent", "names no comment", field = "parent_id"),
         /// the parent comment belongs to another article
-        ParentArticleMismatch = (UNPROCESSABLE_ENTITY, "parent_article_mismatch", "the parent comment belongs to another article", field = "parent_id"),
+        ParentArticleMismatch = (UNPROCESSABLE_ENTITY, "parent_article_mismatch", "names a comment of another article", field = "parent_id"),
         /// the parent comment is already at the deepest level
-        MaxDepthExceeded = (UNPROCESSABLE_ENTITY, "max_depth_exceeded", "replies may be nested at most 10 levels deep", field = "parent_id"),
+        MaxDepthExceeded = (UNPROCESSABLE_ENTITY, "max_depth_exceeded", "names a reply at the deepest level (replies nest at most 10 levels deep)", field = "parent_id"),
         /// the cursor does not decode, or belongs to another list or other filters
         InvalidCursor = (BAD_REQUEST, "invalid_cursor", "the cursor does not decode"),
     }
@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(problem.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             problem.detail.as_deref(),
-            Some("parent_id no comment has this id")
+            Some("parent_id names no comment")
         );
         assert_eq!(problem.errors[0].field, "parent_id");
 
