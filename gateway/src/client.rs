@@ -308,6 +308,9 @@ pub struct BodyState {
     slot: Mutex<Option<Body>>,
     polled: AtomicBool,
     exceeded: AtomicBool,
+    /// The client's body ended in an error (it broke off before its declared end, or its
+    /// chunked framing was bad): the client's fault, not the upstream's.
+    broke_off: AtomicBool,
     finished: AtomicBool,
     seen: AtomicU64,
 }
@@ -326,6 +329,10 @@ impl BodyState {
 
     pub fn exceeded(&self) -> bool {
         self.exceeded.load(Ordering::SeqCst)
+    }
+
+    pub fn broke_off(&self) -> bool {
+        self.broke_off.load(Ordering::SeqCst)
     }
 
     /// Counts `len` more bytes; false once the total is over the limit.
@@ -354,7 +361,10 @@ impl BodyState {
         };
         while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
         {
-            let Ok(frame) = frame else { break };
+            let Ok(frame) = frame else {
+                self.broke_off.store(true, Ordering::SeqCst);
+                break;
+            };
             if let Ok(data) = frame.into_data()
                 && !self.count(data.len())
             {
@@ -395,7 +405,10 @@ impl http_body::Body for OutBody {
                     state.finished.store(true, Ordering::SeqCst);
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
+                Poll::Ready(Some(Err(error))) => {
+                    state.broke_off.store(true, Ordering::SeqCst);
+                    return Poll::Ready(Some(Err(error.into())));
+                }
                 Poll::Ready(Some(Ok(frame))) => frame,
             };
             // Trailers are not forwarded: skip to the next frame.

@@ -200,6 +200,12 @@ pub fn payload_too_large() -> Problem {
         .with_detail("request bodies are limited to 1048576 bytes")
 }
 
+/// 400 for a request body that ended before its declared end, or with bad chunked framing.
+fn body_broke_off() -> Problem {
+    Problem::from_code(SharedCode::BadRequest)
+        .with_detail("the request body broke off before its end")
+}
+
 fn upstream_unavailable(detail: &'static str) -> Problem {
     Problem::from_code(SharedCode::UpstreamUnavailable).with_detail(detail)
 }
@@ -350,6 +356,10 @@ impl Proxy {
             .await;
             if state.exceeded() || drained == Ok(true) {
                 return Err(Failure::Final(payload_too_large()));
+            }
+            if state.broke_off() {
+                tracing::debug!(upstream = %replica.base, error = %error, "the client's body broke off");
+                return Err(Failure::Final(body_broke_off()));
             }
         }
         // The request may have been (partly) sent: never retried.

@@ -322,3 +322,50 @@ async fn a_refused_body_is_read_to_its_end_so_the_answer_is_not_lost_to_a_reset(
     }
     assert_eq!(stack.news.hits(), 0, "nothing refused reached an upstream");
 }
+
+/// Sends `head` and `body` on a new connection, half-closes it (the client sends nothing more)
+/// and returns the whole answer.
+async fn send_and_half_close(addr: SocketAddr, head: &str, body: &[u8]) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(body).await.expect("body");
+    stream.shutdown().await.expect("half-close");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A body that breaks off before its declared end, or whose chunked framing is wrong, is the
+/// client's mistake: 400 `bad_request`, as at the services, not a 502 blaming the upstream.
+#[tokio::test]
+async fn a_request_body_that_breaks_off_is_400_not_an_upstream_failure() {
+    let stack = Stack::start().await;
+    let head = |framing: &str| {
+        format!(
+            "POST /v1/news/comments HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\n{framing}\r\n",
+            token("someone")
+        )
+    };
+    let cases: [(String, &[u8]); 3] = [
+        (head("content-length: 1000\r\n"), b"{\"text\": \"only part"),
+        (head("transfer-encoding: chunked\r\n"), b"5\r\n{\"tex\r\n"),
+        (
+            head("transfer-encoding: chunked\r\n"),
+            b"zz\r\nnot a chunk\r\n",
+        ),
+    ];
+    for (head, body) in cases {
+        let answer = send_and_half_close(stack.gateway.addr, &head, body).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("\"code\":\"bad_request\""), "{answer}");
+    }
+    let metrics = stack.gateway.get("/metrics").await.text().await.unwrap();
+    assert!(
+        !metrics.contains("kind=\"reset\""),
+        "a client's broken body is no upstream error: {metrics}"
+    );
+}
