@@ -50,19 +50,21 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
     let routes = resources.merge(openapi::router(&document)).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics)
-        .layer(middleware::from_fn(private_answers_under_me))
+        .layer(middleware::from_fn(private_answers))
         .with_state(state)
 }
 
-/// Every `/me/*` answer is the caller's own, errors included (a 503 of the load guard, a 404 of
-/// an unknown `/me/...` path): `Cache-Control: private, no-store`, never stored by a shared cache.
-async fn private_answers_under_me(request: Request, next: Next) -> Response {
+/// Every `/me/*` answer is the caller's own, and every `/analytics/*` answer holds learners'
+/// progress, errors included (a 503 of the load guard, a 404 of an unknown path below them):
+/// `Cache-Control: private, no-store`, never stored by a shared cache.
+async fn private_answers(request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let mine = path
-        .strip_prefix(routes::PREFIX)
-        .and_then(|rest| rest.strip_prefix("/me"))
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-    if mine {
+    let below = |section: &str| {
+        path.strip_prefix(routes::PREFIX)
+            .and_then(|rest| rest.strip_prefix(section))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if below("/me") || below("/analytics") {
         no_store(request, next).await
     } else {
         next.run(request).await

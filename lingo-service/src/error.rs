@@ -32,8 +32,8 @@ shared_auth::error_codes! {
         StudySessionNotFound = (NOT_FOUND, "study_session_not_found", "no study session with this id"),
         /// `language_code` is not a `code` of `GET /v1/lingo/languages`
         UnknownLanguage = (UNPROCESSABLE_ENTITY, "unknown_language", "is not a language of GET /v1/lingo/languages", field = "language_code"),
-        /// `cursor` is not a `next_cursor` of this endpoint
-        InvalidCursor = (BAD_REQUEST, "invalid_cursor", "cursor is not a next_cursor of this endpoint"),
+        /// `cursor` does not decode as a cursor of this endpoint
+        InvalidCursor = (BAD_REQUEST, "invalid_cursor", "cursor does not decode as a cursor of this endpoint"),
     }
 }
 

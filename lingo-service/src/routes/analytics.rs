@@ -53,9 +53,9 @@ struct ExportQuery {
     /// Only rows changed at or after this instant (RFC 3339).
     #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
     updated_since: Option<String>,
-    /// The `next_cursor` of the previous page (opaque); anything else is 400 `invalid_cursor`,
-    /// and so is a cursor given with another `updated_since` than its first page's. An empty
-    /// `cursor=` is the same as none.
+    /// The `next_cursor` of the previous page (opaque); one that does not decode is 400
+    /// `invalid_cursor`, and so is a cursor given with another `updated_since` than its first
+    /// page's. An empty `cursor=` is the same as none.
     cursor: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]

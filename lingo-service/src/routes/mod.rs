@@ -20,8 +20,8 @@ pub const PREFIX: &str = "/v1/lingo";
 /// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
 /// paths in the OpenAPI document.
 pub fn router() -> OpenApiRouter<AppState> {
-    // The `/me/*` answers are marked `private, no-store` by `app.rs`, outside the load guard,
-    // so that its 503s are marked too.
+    // The `/me/*` and `/analytics/*` answers are marked `private, no-store` by `app.rs`, outside
+    // the load guard, so that its 503s are marked too.
     let lingo = OpenApiRouter::new()
         .merge(languages::router())
         .merge(phrases::router())

@@ -127,6 +127,10 @@ async fn the_export_needs_the_analytics_scope_and_a_good_cursor() {
     let analyst = token_with_scope("tool", "openid lingo:analytics");
     let response = app.get(EXPORT, Some(&analyst)).await;
     assert_eq!(response.status(), 200);
+    // Every learner's progress: never stored by a shared cache, and neither are its refusals.
+    assert_eq!(response.headers()["cache-control"], "private, no-store");
+    let refused = app.get(&format!("{EXPORT}?limit=0"), Some(&analyst)).await;
+    assert_eq!(refused.headers()["cache-control"], "private, no-store");
     // The last one is well formed but names a time before PostgreSQL's earliest timestamptz:
     // {"u":-210866803200000001,"l":"a","c":"es"}.
     let before_postgres = "eyJ1IjotMjEwODY2ODAzMjAwMDAwMDAxLCJsIjoiYSIsImMiOiJlcyJ9";
