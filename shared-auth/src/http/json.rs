@@ -215,9 +215,50 @@ fn field_error(path: &str, message: &str) -> FieldError {
     let message = if message.starts_with("invalid type: null") {
         "must not be null".to_owned()
     } else {
-        message.to_owned()
+        in_json_words(message)
     };
     FieldError::new(field, message)
+}
+
+/// serde's message in the words of JSON rather than Rust: no parser position, no Rust type
+/// names ("invalid type: string \"5\", expected an integer", not "... expected i64 at line 1
+/// column 24").
+fn in_json_words(message: &str) -> String {
+    let message = strip_position(message);
+    let rust_types = [
+        ("i8", "an integer"),
+        ("i16", "an integer"),
+        ("i32", "an integer"),
+        ("i64", "an integer"),
+        ("u8", "a non-negative integer"),
+        ("u16", "a non-negative integer"),
+        ("u32", "a non-negative integer"),
+        ("u64", "a non-negative integer"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+    ];
+    let (found, expected) = message.rsplit_once(", expected ").unwrap_or((message, ""));
+    let found = found.replace("floating point", "number");
+    match rust_types.iter().find(|(rust, _)| *rust == expected) {
+        Some((_, json)) => format!("{found}, expected {json}"),
+        None if expected.is_empty() => found,
+        None => format!("{found}, expected {expected}"),
+    }
+}
+
+/// `message` without serde_json's " at line L column C".
+fn strip_position(message: &str) -> &str {
+    let Some((text, position)) = message.rsplit_once(" at line ") else {
+        return message;
+    };
+    let is_position = position
+        .split_once(" column ")
+        .is_some_and(|(line, column)| {
+            [line, column]
+                .iter()
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    if is_position { text } else { message }
 }
 
 /// Like `axum::extract::Query`, answering 400 `invalid_query` when the string does not fit `T`.
@@ -271,6 +312,34 @@ mod tests {
             .map(|e| e.field.clone())
             .unwrap_or_default();
         (problem.status.as_u16(), problem.code.to_string(), field)
+    }
+
+    #[test]
+    fn field_messages_speak_json_not_rust() {
+        let cases = [
+            (
+                r#"{"count":"5","name":"a"}"#,
+                r#"invalid type: string "5", expected a non-negative integer"#,
+            ),
+            (
+                r#"{"count":1.5,"name":"a"}"#,
+                "invalid type: number `1.5`, expected a non-negative integer",
+            ),
+            (
+                r#"{"count":-1,"name":"a"}"#,
+                "invalid value: integer `-1`, expected a non-negative integer",
+            ),
+            (
+                r#"{"count":1,"name":5}"#,
+                "invalid type: integer `5`, expected a string",
+            ),
+        ];
+        for (body, expected) in cases {
+            let problem = parse_json::<Input>(body.as_bytes()).unwrap_err();
+            assert_eq!(problem.errors[0].message, expected, "{body}");
+            let detail = problem.detail.unwrap_or_default();
+            assert!(!detail.contains("line"), "{detail}");
+        }
     }
 
     #[test]
