@@ -6,14 +6,15 @@ use std::time::Instant;
 
 use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
-use shared_auth::Problem;
 use shared_auth::http::serve::method_not_allowed;
+use shared_auth::{Problem, SharedCode};
 
 use crate::AppState;
 use crate::auth::authorize;
-use crate::proxy::{Outgoing, to_upstream_headers};
+use crate::client::MAX_BODY_BYTES;
+use crate::proxy::{Outgoing, payload_too_large, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
 use crate::routes::{self, Endpoint};
 
@@ -65,6 +66,10 @@ async fn serve(
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
     let (parts, body) = request.into_parts();
+    if !has_one_host(&parts) {
+        return Err(Problem::from_code(SharedCode::BadRequest)
+            .with_detail("an HTTP/1.1 request carries exactly one Host header"));
+    }
     let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
     let path_and_query = routes::normalize(&parts.uri).ok_or_else(not_found)?;
@@ -91,6 +96,13 @@ async fn serve(
         return Err(refusal.into());
     }
 
+    if body.size_hint().lower() > MAX_BODY_BYTES {
+        // Its `Content-Length` says it is too large; a service would still answer 404 or 405
+        // before looking at a body.
+        refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
+        return Err(payload_too_large());
+    }
+
     let mut headers = parts.headers;
     to_upstream_headers(&mut headers, client);
     let outgoing = Outgoing {
@@ -103,6 +115,12 @@ async fn serve(
         .proxy
         .forward(state.group(route.group), outgoing)
         .await
+}
+
+/// RFC 9112 section 3.2: an HTTP/1.1 request without a `Host` header, or with more than one, is
+/// answered 400 (HTTP/1.0 need not send one).
+fn has_one_host(parts: &axum::http::request::Parts) -> bool {
+    parts.version != Version::HTTP_11 || parts.headers.get_all(header::HOST).iter().count() == 1
 }
 
 /// A request refused for its token that a service would have refused before looking at the token

@@ -15,7 +15,7 @@ use axum::response::Response;
 use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
 
-use crate::client::{BodyState, MAX_BODY_BYTES, OutBody, PooledBody, SendError, UpstreamClient};
+use crate::client::{BodyState, OutBody, PooledBody, SendError, UpstreamClient};
 use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, Replica, UpstreamGroup};
@@ -49,7 +49,15 @@ static NOT_FORWARDED: [HeaderName; 7] = [
     HeaderName::from_static("x-real-ip"),
 ];
 
-/// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names. The
+/// End-to-end headers the contract has the gateway pass on, even when a `Connection` header
+/// names them: the request id the gateway answers with and the trace context.
+static ALWAYS_FORWARDED: [HeaderName; 2] = [
+    HeaderName::from_static("x-request-id"),
+    HeaderName::from_static("traceparent"),
+];
+
+/// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names
+/// (but for [`ALWAYS_FORWARDED`]). The
 /// names are looked for in one scan first: the usual message carries none of them, and every
 /// removal is a hashed lookup.
 fn remove_headers(headers: &mut HeaderMap, lists: &[&[HeaderName]]) {
@@ -66,6 +74,7 @@ fn remove_headers(headers: &mut HeaderMap, lists: &[&[HeaderName]]) {
             .filter_map(|value| value.to_str().ok())
             .flat_map(|value| value.split(','))
             .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .filter(|name| !ALWAYS_FORWARDED.contains(name))
             .collect();
         for name in named {
             headers.remove(name);
@@ -257,9 +266,6 @@ impl Proxy {
     ) -> Result<Response, Problem> {
         let label = group.group.label();
         let size = request.body.size_hint();
-        if size.lower() > MAX_BODY_BYTES {
-            return Err(payload_too_large());
-        }
         let deadline = tokio::time::Instant::now() + self.timeout;
         let replicas = group
             .candidates(Instant::now())

@@ -248,3 +248,64 @@ async fn dot_segments_cannot_smuggle_a_required_endpoint_past_the_edge() {
     assert!(response.starts_with("HTTP/1.1 404"), "{response}");
     assert_eq!(stack.hits(), 0);
 }
+
+/// A body declared over the limit is judged last, as at the services: a path that is no endpoint
+/// is still 404 and a method the endpoint does not take 405, not 413.
+#[tokio::test]
+async fn route_and_method_are_judged_before_a_body_over_the_limit() {
+    let stack = Stack::start().await;
+    let client = reqwest::Client::new();
+    let body = vec![b' '; 1024 * 1024 + 1];
+    for (method, path, status, code) in [
+        (
+            Method::PUT,
+            "/v1/lingo/languages",
+            405,
+            "method_not_allowed",
+        ),
+        (Method::POST, "/v1/news/nothing/here", 404, "not_found"),
+        (Method::POST, "/v1/news/comments", 413, "payload_too_large"),
+    ] {
+        let response = client
+            .request(method.clone(), stack.gateway.url(path))
+            .bearer_auth(token("ada"))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), status, "{method} {path}");
+        assert_eq!(problem(response).await["code"], code, "{method} {path}");
+    }
+    assert_eq!(stack.hits(), 0, "nothing reached a service");
+}
+
+/// RFC 9112: an HTTP/1.1 request needs exactly one `Host`; HTTP/1.0 may go without.
+#[tokio::test]
+async fn an_http11_request_without_one_host_header_is_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = Stack::start().await;
+    let send = |head: &'static str| async move {
+        let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+            .await
+            .expect("connect");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.expect("read");
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    for head in [
+        "GET /v1/news/articles HTTP/1.1\r\nconnection: close\r\n\r\n",
+        "GET /v1/news/articles HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
+    ] {
+        let answer = send(head).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{head:?}: {answer}");
+        assert!(answer.contains("\"code\":\"bad_request\""), "{answer}");
+    }
+    let answer = send("GET /v1/news/articles HTTP/1.0\r\n\r\n").await;
+    assert!(
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+        "{answer}"
+    );
+    assert_eq!(stack.news.hits(), 1);
+}

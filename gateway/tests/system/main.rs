@@ -457,3 +457,48 @@ async fn routing_answer(response: reqwest::Response) -> (u16, String, String, St
     let text = |field: &str| problem[field].as_str().unwrap_or_default().to_owned();
     (status, allow, text("code"), text("detail"))
 }
+
+/// Sends one raw HTTP/1.1 request head to the gateway and returns the whole answer.
+async fn raw(system: &System, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = system.gateway.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("{head}host: {address}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// What the gateway accepts, the service behind it accepts too: a head with as many fields as
+/// the gateway takes is not refused by the service for the fields the gateway adds to it.
+#[tokio::test]
+async fn a_request_with_the_most_header_fields_the_gateway_takes_reaches_the_service() {
+    let system = System::start().await;
+    // 98 of these, plus `host` and `connection`: the gateway's 100.
+    let fields: String = (0..98).map(|n| format!("x-field-{n}: {n}\r\n")).collect();
+    let answer = raw(
+        &system,
+        &format!("GET /v1/news/articles?limit=1 HTTP/1.1\r\n{fields}"),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// The request id reaches the service even when a `Connection` header names it (which makes
+/// it hop-by-hop to a proxy that follows the letter): the gateway forwards its own id.
+#[tokio::test]
+async fn the_request_id_reaches_the_service_even_when_connection_names_it() {
+    let system = System::start().await;
+    let answer = raw(
+        &system,
+        "GET /v1/news/articles/does-not-exist HTTP/1.1\r\nx-request-id: journey-456\r\n\
+         connection: x-request-id\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(
+        answer.contains("\"request_id\":\"journey-456\""),
+        "the service saw another id: {answer}"
+    );
+}

@@ -31,6 +31,11 @@ use crate::http::body::{announce_close, drained_when_dropped};
 use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
+/// Header fields a service takes in one request head. Clients may send 100 (the gateway's limit,
+/// hyper's default); the gateway adds its own (`X-Forwarded-For/Proto/Host`, `X-Request-Id`,
+/// `traceparent`), and a request it accepted must not then be refused for them.
+pub const MAX_HEADERS: usize = 120;
+
 /// How long a client may take to send a whole request head (and how long an idle keep-alive
 /// connection stays open): 10 s, as the contract says.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,7 +125,8 @@ impl Connection {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(self.header_read_timeout);
+            .header_read_timeout(self.header_read_timeout)
+            .max_headers(MAX_HEADERS);
         let mut connection = pin!(
             builder
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
