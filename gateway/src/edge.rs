@@ -36,18 +36,12 @@ pub async fn handle(state: &AppState, request: Request) -> Response {
     response
 }
 
-/// A request the gateway answers itself. The answer concerns this request alone (a missing token,
-/// a spent budget, an upstream that failed): no cache may keep it, and under `/v1/lingo/me` the
-/// contract says so of every answer. Its body, if any, was not read here: it is read to its end
-/// and thrown away before the connection closes (server.rs), so a client still sending it gets
-/// this answer rather than a reset. `Connection: close` tells the client not to send another
-/// request on this connection.
+/// A request the gateway answers itself (a problem, so `Cache-Control: private, no-store`). Its
+/// body, if any, was not read here: it is read to its end and thrown away before the connection
+/// closes (server.rs), so a client still sending it gets this answer rather than a reset.
+/// `Connection: close` tells the client not to send another request on this connection.
 fn refused(problem: Problem, has_body: bool) -> Response {
     let mut response = problem.into_response();
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("private, no-store"),
-    );
     if has_body {
         response
             .headers_mut()

@@ -178,9 +178,15 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let body = self.body_bytes();
         let mut response = (self.status, body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        // A problem concerns one request (and a 404 is cacheable by default, RFC 9111 section
+        // 4.2.2): no cache may keep it, or an article published a minute later would stay
+        // missing behind a CDN.
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-store"),
+        );
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
@@ -211,6 +217,10 @@ mod tests {
             Problem::validation(vec![FieldError::new("text", "must not be empty")]).into_response();
         assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(
+            response.headers()[header::CACHE_CONTROL],
+            "private, no-store"
+        );
         let body = response.into_body().collect().await.unwrap().to_bytes();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(json["type"], "about:blank");
