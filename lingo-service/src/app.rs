@@ -48,7 +48,7 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let (resources, document) = openapi::documented_routes();
     let resources = shared_auth::http::load::guard(resources, limits);
     let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
-    let routes = resources.merge(openapi::router(&document)).merge(health);
+    let routes = resources.merge(openapi::router(document)).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics)
         .layer(middleware::from_fn(private_answers))
         .with_state(state)

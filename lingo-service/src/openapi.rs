@@ -5,11 +5,14 @@
 //! no single route owns: the info, the tags, the `bearer` scheme, the `Problem` schema, and the
 //! responses every operation can give (401, 500, 503, the `x-request-id` header).
 
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::get;
-use axum::{Router, body::Bytes};
 use shared_auth::OptionalCaller;
+use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::openapi::{BearerSecurity, ProblemDocument};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
@@ -17,7 +20,7 @@ use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::problems::{problem, string_header};
+use crate::problems::{NotModified, problem, string_header};
 use crate::routes;
 use crate::state::AppState;
 
@@ -29,10 +32,12 @@ use crate::state::AppState;
                        (`application/problem+json`) with a stable `code`. Timestamps are RFC 3339 \
                        in UTC with a `Z`. Every response carries `x-request-id`."
     ),
+    paths(serve),
     components(schemas(ProblemDocument)),
     tags(
         (name = "lingo", description = "Catalogue and the caller's learning"),
         (name = "lingo-analytics", description = "Exports for analytics tools (scope `lingo:analytics`)"),
+        (name = "lingo-meta", description = "This service's own OpenAPI document"),
     )
 )]
 struct ApiDoc;
@@ -54,23 +59,44 @@ pub fn openapi() -> Document {
     documented_routes().1
 }
 
-/// `GET /v1/lingo/openapi.json` serving `document`, rendered once.
-pub fn router(document: &Document) -> Router<AppState> {
-    let json = Bytes::from(document.to_pretty_json().unwrap_or_default());
+/// `GET /v1/lingo/openapi.json` serving `document`. The route is documented in [`ApiDoc`]
+/// (the document cannot come from a router that needs the document to exist).
+pub fn router(document: Document) -> Router<AppState> {
+    let document = Arc::new(document);
     Router::new().route(
         &format!("{}/openapi.json", routes::PREFIX),
-        get(move |caller: OptionalCaller| serve(caller, json.clone())),
+        get(move |caller: OptionalCaller, headers: HeaderMap| {
+            serve(caller, headers, document.clone())
+        }),
     )
 }
 
-/// Public like the catalogue: no token needed, but an invalid one is refused (fail closed).
-async fn serve(OptionalCaller(_caller): OptionalCaller, json: Bytes) -> Response {
-    let mut response = json.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+/// `GET /v1/lingo/openapi.json`: this document. Public like the catalogue, and cached like it:
+/// no token needed, but an invalid one is refused (fail closed).
+#[utoipa::path(
+    get,
+    path = "/v1/lingo/openapi.json",
+    operation_id = "lingo_openapi",
+    tag = "lingo-meta",
+    params(IfNoneMatch),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "This OpenAPI 3.1 document.", body = Object,
+            content_type = "application/json",
+            headers(
+                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
+                ("ETag" = String, description = "Strong validator; anonymous answers only."),
+                ("Vary" = String, description = "`authorization`."),
+            )),
+        NotModified,
+    )
+)]
+async fn serve(
+    OptionalCaller(caller): OptionalCaller,
+    headers: HeaderMap,
+    document: Arc<Document>,
+) -> Response {
+    json_read(&headers, caller.is_some(), &*document)
 }
 
 /// Adds what every operation can answer, so handlers list only their own outcomes.

@@ -26,6 +26,7 @@ const ROUTES: &[(&str, &str, Auth)] = &[
     ("get", "/v1/lingo/me/study-sessions", Auth::Required),
     ("get", "/v1/lingo/me/study-sessions/{id}", Auth::Required),
     ("get", "/v1/lingo/me/recommendations", Auth::Required),
+    ("get", "/v1/lingo/openapi.json", Auth::Optional),
     (
         "get",
         "/v1/lingo/analytics/progress",
@@ -165,6 +166,24 @@ async fn an_invalid_token_is_refused_on_the_document_too() {
         .get("/v1/lingo/openapi.json", Some(&token("reader")))
         .await;
     assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["cache-control"], "private, no-store");
+}
+
+/// Read like the catalogue: cacheable when anonymous, with a strong `ETag` and 304.
+#[tokio::test]
+async fn the_document_is_cached_like_a_catalogue_read() {
+    let app = spawn_app().await;
+    let response = app.get("/v1/lingo/openapi.json", None).await;
+    assert_eq!(response.headers()["cache-control"], "public, max-age=30");
+    let etag = response.headers()["etag"].to_str().unwrap().to_owned();
+    let again = app
+        .client
+        .get(app.url("/v1/lingo/openapi.json"))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
 }
 
 /// Postgres text cannot hold NUL: such values name nothing, they are not server errors.
