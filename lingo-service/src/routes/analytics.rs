@@ -59,6 +59,7 @@ struct ExportQuery {
     cursor: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
     /// Not a parameter of this list (cursor paging only): given, it is 400 rather than ignored,
     /// so a client cannot believe it pages by offset.

@@ -33,9 +33,11 @@ struct ListQuery {
     journalist_id: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
     /// Items to skip; not together with `cursor`.
     #[param(minimum = 0, maximum = 10000, default = 0)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     offset: Option<i64>,
     /// A `next_cursor` from an earlier page (keyset paging); not together with `offset`. The
     /// filters given with it must equal the cursor's (those left out are taken from it).

@@ -106,9 +106,11 @@ struct JournalistsQuery {
     organization_id: Option<String>,
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
     /// Items to skip.
     #[param(minimum = 0, maximum = 10000, default = 0)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     offset: Option<i64>,
 }
 

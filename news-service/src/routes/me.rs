@@ -95,9 +95,11 @@ async fn my_following(
 struct FeedQuery {
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
     /// Items to skip; not together with `cursor`.
     #[param(minimum = 0, maximum = 10000, default = 0)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     offset: Option<i64>,
     /// A `next_cursor` from an earlier feed page; not together with `offset`.
     cursor: Option<String>,

@@ -1,13 +1,29 @@
 //! The paging convention of docs/conventions.md: `limit` 1..=100 (default 20), `offset` 0..=10000,
 //! answered as `{data, count, limit, offset, next_offset}`.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::http::problem::Problem;
 
 pub const DEFAULT_LIMIT: i64 = 20;
 pub const MAX_LIMIT: i64 = 100;
 pub const MAX_OFFSET: i64 = 10_000;
+
+/// A query-string integer (`limit`, `offset`) as the contract writes one: digits, with an
+/// optional leading `-` (which the range check then refuses). Rust's own parser also takes a
+/// leading `+` (`limit=%2B5`), which nothing else in the contract accepts. For
+/// `#[serde(default, deserialize_with = "...")]` on an `Option<i64>` field.
+pub fn query_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let digits = text.strip_prefix('-').unwrap_or(&text);
+    let well_formed = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    let number = well_formed.then(|| text.parse::<i64>().ok()).flatten();
+    number
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("`{text}` is not an integer")))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Paging {
@@ -45,9 +61,11 @@ impl Paging {
 pub struct PageQuery {
     /// Page size.
     #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "crate::http::paging::query_integer")]
     pub limit: Option<i64>,
     /// Items to skip.
     #[param(minimum = 0, maximum = 10000, default = 0)]
+    #[serde(default, deserialize_with = "crate::http::paging::query_integer")]
     pub offset: Option<i64>,
 }
 
@@ -99,6 +117,24 @@ impl<T> Page<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_integers_are_digits_with_an_optional_minus() {
+        let read = |query: &str| serde_urlencoded::from_str::<PageQuery>(query).map(|q| q.limit);
+        assert_eq!(read("").unwrap(), None);
+        assert_eq!(read("limit=5").unwrap(), Some(5));
+        assert_eq!(read("limit=-1").unwrap(), Some(-1));
+        for refused in [
+            "limit=%2B5",
+            "limit=+5",
+            "limit=",
+            "limit=5.0",
+            "limit=abc",
+            "limit=-",
+        ] {
+            assert!(read(refused).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn limits_are_checked_not_clamped() {
