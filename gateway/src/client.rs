@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -91,11 +92,17 @@ impl std::fmt::Display for SendError {
 /// The upstream client used for proxying and probing.
 pub struct UpstreamClient {
     connect_timeout: Duration,
+    body_idle_timeout: Duration,
 }
 
 impl UpstreamClient {
-    pub fn new(connect_timeout: Duration) -> Self {
-        Self { connect_timeout }
+    /// `body_idle_timeout`: how long a response body may stall between two of its pieces
+    /// before the response is cut off.
+    pub fn new(connect_timeout: Duration, body_idle_timeout: Duration) -> Self {
+        Self {
+            connect_timeout,
+            body_idle_timeout,
+        }
     }
 
     /// Sends `request` (its URI in origin form, `/path?query`) to `endpoint` on an idle pooled
@@ -119,8 +126,10 @@ impl UpstreamClient {
             };
             match sender.try_send_request(request).await {
                 Ok(response) => {
-                    let pool = endpoint.pool;
-                    return Ok(response.map(|body| PooledBody::new(body, pool, sender)));
+                    let (pool, idle_timeout) = (endpoint.pool, self.body_idle_timeout);
+                    return Ok(
+                        response.map(|body| PooledBody::new(body, pool, sender, idle_timeout))
+                    );
                 }
                 Err(mut error) => match error.take_message() {
                     Some(unsent) if reused => request = unsent,
@@ -250,36 +259,62 @@ fn put_idle(pool: usize, sender: SendRequest<OutBody>) {
 }
 
 /// An upstream response body that returns its connection to the pool once it has been read to
-/// the end. A body dropped before its end takes the connection with it (hyper closes it).
+/// the end. A body dropped before its end takes the connection with it (hyper closes it). A body
+/// that stalls for `idle_timeout` between two pieces ends in an error: the client's connection
+/// is closed (its status line is long gone) rather than left waiting for ever.
 pub struct PooledBody {
     body: Incoming,
     connection: Option<(usize, SendRequest<OutBody>)>,
     ended: bool,
+    idle_timeout: Duration,
+    /// Armed only while a piece is awaited: the usual body is there at once and pays nothing.
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl PooledBody {
-    fn new(body: Incoming, pool: usize, sender: SendRequest<OutBody>) -> Self {
+    fn new(
+        body: Incoming,
+        pool: usize,
+        sender: SendRequest<OutBody>,
+        idle_timeout: Duration,
+    ) -> Self {
         Self {
             body,
             connection: Some((pool, sender)),
             ended: false,
+            idle_timeout,
+            stall: None,
         }
     }
 }
 
 impl http_body::Body for PooledBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            self.ended = true;
+        match &polled {
+            Poll::Pending => {
+                let idle_timeout = self.idle_timeout;
+                let stall = self
+                    .stall
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle_timeout)));
+                if stall.as_mut().poll(cx).is_ready() {
+                    tracing::warn!(?idle_timeout, "an upstream response body stalled; cut off");
+                    self.connection = None;
+                    return Poll::Ready(Some(Err("the upstream response body stalled".into())));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(None) => self.ended = true,
+            Poll::Ready(Some(_)) => {}
         }
-        polled
+        self.stall = None;
+        polled.map(|frame| frame.map(|frame| frame.map_err(BoxError::from)))
     }
 
     fn is_end_stream(&self) -> bool {

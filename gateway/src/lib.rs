@@ -96,7 +96,7 @@ impl Application {
             .context("auth configuration")?;
         let metrics = Arc::new(Metrics::new());
         // The probes' own client, on the runtime that runs them.
-        let client = UpstreamClient::new(config.connect_timeout());
+        let client = UpstreamClient::new(config.connect_timeout(), config.upstream_timeout());
         let lingo = Arc::new(UpstreamGroup::new(
             Group::Lingo,
             &config.lingo_upstreams.0,
@@ -123,7 +123,7 @@ impl Application {
             )),
             limiter,
             proxy: Arc::new(Proxy::new(
-                UpstreamClient::new(config.connect_timeout()),
+                UpstreamClient::new(config.connect_timeout(), config.upstream_timeout()),
                 config.upstream_timeout(),
                 metrics.clone(),
             )),

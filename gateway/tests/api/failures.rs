@@ -367,3 +367,56 @@ async fn a_connection_dropped_after_the_request_was_sent_is_502_without_retry() 
         "the POST reached exactly one replica and was not retried"
     );
 }
+
+/// A replica that answers `/readyz`, and any other request with the head of a 100-byte answer
+/// and 10 bytes of it, then stalls with the connection open.
+async fn stalling_replica() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let Ok(n) = socket.read(&mut buffer).await else {
+                    return;
+                };
+                if buffer[..n].starts_with(b"GET /readyz ") {
+                    let ok = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    let _ = socket.write_all(ok.as_bytes()).await;
+                    return;
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(b"{\"data\": [").await;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Once the status line is out, a stalled body cannot become a 504: the client's connection is
+/// cut after the upstream timeout of silence instead of being left waiting for ever.
+#[tokio::test]
+async fn a_response_body_that_stalls_is_cut_off_at_the_upstream_timeout() {
+    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[stalling_replica().await]);
+    config.rate_limit_enabled = false;
+    config.upstream_timeout_ms = 300;
+    let gateway = TestGateway::start(config).await;
+
+    let started = Instant::now();
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
+        .await
+        .expect("the body ended, one way or another, before 5 s");
+    assert!(
+        body.is_err(),
+        "a cut-off body is an error, not a short answer"
+    );
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+}
