@@ -68,6 +68,9 @@ async fn serve(
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
     let path_and_query = routes::normalize(&parts.uri).ok_or_else(not_found)?;
     let route = routes::classify(path_and_query.as_str(), &parts.method).ok_or_else(not_found)?;
+    // What no service serves is the service's 404 or 405, answered here whatever the token and
+    // whether or not a replica is up.
+    refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
 
     let caller = state.auth.caller(&parts.headers).await;
     if let Some(limiter) = &state.limiter {
@@ -86,14 +89,10 @@ async fn serve(
     }
     let authorized = caller.and_then(|caller| authorize(route.access, caller.as_deref()));
     if let Err(refusal) = authorized {
-        refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
         return Err(refusal.into());
     }
 
     if body.size_hint().lower() > MAX_BODY_BYTES {
-        // Its `Content-Length` says it is too large; a service would still answer 404 or 405
-        // before looking at a body.
-        refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
         return Err(payload_too_large());
     }
 
@@ -117,9 +116,9 @@ fn has_one_host(parts: &axum::http::request::Parts) -> bool {
     parts.version != Version::HTTP_11 || parts.headers.get_all(header::HOST).iter().count() == 1
 }
 
-/// A request refused for its token that a service would have refused before looking at the token
-/// (a path that is no endpoint, a method its endpoint does not take) gets the service's own 404
-/// or 405 instead. The request still never reaches a service.
+/// A path that is no endpoint, or a method its endpoint does not take, gets the service's own 404
+/// or 405 from the gateway, before the token is looked at (the order the services judge in), and
+/// never reaches a service.
 fn refuse_what_no_service_serves(path: &str, method: &Method) -> Result<(), Problem> {
     match routes::endpoint_at(path) {
         Some(Endpoint::NoRoute) => Err(Problem::from_status(StatusCode::NOT_FOUND)),

@@ -205,22 +205,29 @@ pub struct Frontend(Arc<FrontendParts>);
 
 struct FrontendParts {
     router: Router,
+    /// The same routes without CORS, for `OPTIONS` requests that are no preflight it answers.
+    router_without_cors: Router,
     state: AppState,
-    cors: Option<CorsLayer>,
+    cors: Option<Cors>,
 }
 
 impl Frontend {
-    fn new(state: AppState, cors: Option<CorsLayer>) -> Self {
-        let router = Router::new()
+    fn new(state: AppState, cors: Option<Cors>) -> Self {
+        let routes = Router::new()
             .route("/healthz", get(ops::healthz))
             .route("/readyz", get(ops::readyz))
             .route("/metrics", get(metrics::handler))
             .merge(docs::router())
-            .fallback(edge::handler)
-            .layer(tower::util::option_layer(cors.clone()))
+            .fallback(edge::handler);
+        let router = routes
+            .clone()
+            .layer(tower::util::option_layer(
+                cors.as_ref().map(|c| c.layer.clone()),
+            ))
             .with_state(state.clone());
         Self(Arc::new(FrontendParts {
             router,
+            router_without_cors: routes.with_state(state.clone()),
             state,
             cors,
         }))
@@ -245,17 +252,26 @@ impl Frontend {
 
 impl FrontendParts {
     async fn route(&self, request: Request) -> Response {
+        // tower-http's CORS layer answers every `OPTIONS` request with an empty 200. Only a
+        // preflight it can accept goes to it; any other `OPTIONS` is judged like any method
+        // (a 405 or a 404), as it is with CORS off.
+        let cors = self
+            .cors
+            .as_ref()
+            .filter(|cors| request.method() != Method::OPTIONS || cors.answers_preflight(&request));
         // None of the gateway's own routes is under `/v1/`.
         let answer = if request.uri().path().starts_with("/v1/") {
-            match &self.cors {
+            match cors {
                 None => return edge::handle(&self.state, request).await,
                 Some(cors) => {
                     let edge = tower::service_fn(|request| async {
                         Ok(edge::handle(&self.state, request).await)
                     });
-                    cors.layer(edge).oneshot(request).await
+                    cors.layer.layer(edge).oneshot(request).await
                 }
             }
+        } else if cors.is_none() && request.method() == Method::OPTIONS {
+            self.router_without_cors.clone().oneshot(request).await
         } else {
             self.router.clone().oneshot(request).await
         };
@@ -266,52 +282,84 @@ impl FrontendParts {
     }
 }
 
+/// CORS for the configured origins: the layer, and which origins its preflights accept.
+struct Cors {
+    layer: CorsLayer,
+    /// `None` for `*`.
+    origins: Option<Vec<HeaderValue>>,
+}
+
+impl Cors {
+    /// Whether `request` is a preflight (RFC 9110's `OPTIONS` with `Origin` and
+    /// `Access-Control-Request-Method`) from an allowed origin, to a path that may be an endpoint.
+    fn answers_preflight(&self, request: &Request) -> bool {
+        let headers = request.headers();
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return false;
+        };
+        let allowed = self
+            .origins
+            .as_ref()
+            .is_none_or(|origins| origins.contains(origin));
+        let path = request.uri().path();
+        let no_endpoint = path.starts_with("/v1/")
+            && routes::endpoint_at(path) == Some(routes::Endpoint::NoRoute);
+        allowed && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) && !no_endpoint
+    }
+}
+
 /// CORS for the configured origins (`*` allows any); `None` when the list is empty.
-fn cors_layer(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+fn cors_layer(origins: &[String]) -> anyhow::Result<Option<Cors>> {
     if origins.is_empty() {
         return Ok(None);
     }
-    let allow_origin = if origins.iter().any(|o| o == "*") {
-        AllowOrigin::any()
+    let listed = if origins.iter().any(|o| o == "*") {
+        None
     } else {
         let values = origins
             .iter()
             .map(|o| HeaderValue::from_str(o).with_context(|| format!("bad CORS origin {o:?}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        AllowOrigin::list(values)
+        Some(values)
+    };
+    let allow_origin = match &listed {
+        None => AllowOrigin::any(),
+        Some(values) => AllowOrigin::list(values.clone()),
     };
     let name = HeaderName::from_static;
-    Ok(Some(
-        CorsLayer::new()
-            .allow_origin(allow_origin)
-            .allow_methods([
-                Method::GET,
-                Method::HEAD,
-                Method::POST,
-                Method::PUT,
-                Method::PATCH,
-                Method::DELETE,
-                Method::OPTIONS,
-            ])
-            .allow_headers([
-                header::AUTHORIZATION,
-                header::CONTENT_TYPE,
-                header::IF_NONE_MATCH,
-                name("idempotency-key"),
-                name("x-request-id"),
-                name("traceparent"),
-            ])
-            .expose_headers([
-                header::LOCATION,
-                header::ETAG,
-                header::RETRY_AFTER,
-                header::WWW_AUTHENTICATE,
-                name("x-request-id"),
-                name("idempotency-replayed"),
-                name("ratelimit-limit"),
-                name("ratelimit-remaining"),
-                name("ratelimit-reset"),
-            ])
-            .max_age(Duration::from_secs(600)),
-    ))
+    let layer = CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_methods([
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::IF_NONE_MATCH,
+            name("idempotency-key"),
+            name("x-request-id"),
+            name("traceparent"),
+        ])
+        .expose_headers([
+            header::LOCATION,
+            header::ETAG,
+            header::RETRY_AFTER,
+            header::WWW_AUTHENTICATE,
+            name("x-request-id"),
+            name("idempotency-replayed"),
+            name("ratelimit-limit"),
+            name("ratelimit-remaining"),
+            name("ratelimit-reset"),
+        ])
+        .max_age(Duration::from_secs(600));
+    Ok(Some(Cors {
+        layer,
+        origins: listed,
+    }))
 }

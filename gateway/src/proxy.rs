@@ -398,6 +398,11 @@ fn unavailable(label: &str, why: NoReplica) -> Problem {
 /// The upstream's answer with its body streamed through and its hop-by-hop headers removed.
 fn into_response(upstream: axum::http::Response<PooledBody>) -> Response {
     let (mut parts, body) = upstream.into_parts();
+    if parts.headers.contains_key(header::TRANSFER_ENCODING) {
+        // The body was framed by its chunks (RFC 9112 section 6.3); a `Content-Length` beside
+        // them is wrong and would cut the client's copy short.
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, Body::new(body))
 }

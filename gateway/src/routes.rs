@@ -174,8 +174,17 @@ pub fn endpoint_at(path: &str) -> Option<Endpoint> {
     if rest.contains('%') || rest.split('/').any(str::is_empty) {
         return None;
     }
-    let segments: Vec<&str> = rest.split('/').collect();
-    let allow = match segments.as_slice() {
+    // On the stack (the longest route has four segments): this runs for every request.
+    let mut segments = [""; 6];
+    let mut count = 0;
+    for segment in rest.split('/') {
+        if count == segments.len() {
+            return Some(Endpoint::NoRoute);
+        }
+        segments[count] = segment;
+        count += 1;
+    }
+    let allow = match &segments[..count] {
         ["lingo", "languages" | "phrases" | "openapi.json"] => "GET,HEAD",
         ["lingo", "phrases", _] => "GET,HEAD",
         [

@@ -121,7 +121,7 @@ async fn a_50_mib_response_streams_through_without_the_gateway_holding_it() {
     let before = gateway.peak_rss_kib();
 
     let response = client
-        .get(gateway.url("/v1/news/files/big"))
+        .get(gateway.url("/v1/news/articles/big"))
         .send()
         .await
         .expect("request");

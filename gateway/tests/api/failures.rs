@@ -420,3 +420,68 @@ async fn a_response_body_that_stalls_is_cut_off_at_the_upstream_timeout() {
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
 }
+
+/// What no service serves is 404 or 405 from the gateway whether or not a replica is up, with or
+/// without a token: the route table, not the upstream, decides.
+#[tokio::test]
+async fn no_endpoint_is_404_and_a_wrong_method_405_even_with_every_replica_down() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut config = config(&[&lingo], &[]);
+    config.news_upstreams = dead_url().await.parse().expect("url");
+    let gateway = TestGateway::start(config).await;
+    assert_eq!(gateway.get("/v1/news/articles").await.status(), 502);
+    for (method, path, status) in [
+        (reqwest::Method::GET, "/v1/news/no/such/thing", 404),
+        (reqwest::Method::PUT, "/v1/news/articles", 405),
+        (reqwest::Method::DELETE, "/v1/news/comments", 405),
+    ] {
+        let response = gateway
+            .client
+            .request(method.clone(), gateway.url(path))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), status, "{method} {path}");
+    }
+}
+
+/// A replica that answers `/readyz`, and any other request with a chunked body of 10 bytes
+/// that also (wrongly) declares `Content-Length: 5`.
+async fn chunked_and_length_replica() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let Ok(n) = socket.read(&mut buffer).await else {
+                    return;
+                };
+                let answer = if buffer[..n].starts_with(b"GET /readyz ") {
+                    "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                } else {
+                    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\
+                     connection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n"
+                };
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// RFC 9112: `Transfer-Encoding` frames the body, and a proxy drops the `Content-Length` beside
+/// it; passed on, it would cut the client's copy short without any error.
+#[tokio::test]
+async fn a_chunked_answer_that_also_declares_a_length_arrives_whole() {
+    let mut config =
+        gateway::config::GatewayConfig::for_tests(&[], &[chunked_and_length_replica().await]);
+    config.rate_limit_enabled = false;
+    let gateway = TestGateway::start(config).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.expect("body"), "0123456789");
+}

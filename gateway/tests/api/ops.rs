@@ -153,6 +153,36 @@ async fn cors_preflight_is_answered_at_the_gateway_for_configured_origins() {
             .get("access-control-allow-origin")
             .is_none()
     );
+    // Not accepted as a preflight, it is judged like any OPTIONS request: 405.
+    assert_eq!(stranger.status(), 405);
+
+    // Only a preflight the CORS layer accepts is answered by it; any other OPTIONS request
+    // gets what it gets with CORS off, and none reaches an upstream.
+    for (path, origin, method, status) in [
+        ("/v1/news/articles", Some("https://app.example"), None, 405),
+        ("/v1/news/articles", None, Some("GET"), 405),
+        (
+            "/v1/news/no/such/thing",
+            Some("https://app.example"),
+            Some("GET"),
+            404,
+        ),
+        ("/metrics", None, None, 405),
+        ("/nope", None, None, 404),
+    ] {
+        let mut request = gateway
+            .client
+            .request(reqwest::Method::OPTIONS, gateway.url(path));
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        if let Some(method) = method {
+            request = request.header("access-control-request-method", method);
+        }
+        let response = request.send().await.expect("request");
+        assert_eq!(response.status(), status, "{path} {origin:?} {method:?}");
+    }
+    assert_eq!(stack.hits(), 0, "no OPTIONS request reached an upstream");
 
     let simple = gateway
         .client
