@@ -216,7 +216,7 @@ impl Frontend {
         let routes = Router::new()
             .route("/healthz", get(ops::healthz))
             .route("/readyz", get(ops::readyz))
-            .route("/metrics", get(metrics::handler))
+            .route("/metrics", get(ops::metrics))
             .merge(docs::router())
             .fallback(edge::handler);
         let router = routes

@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::response::Response;
 use serde_json::{Value, json};
 use shared_auth::Problem;
 
@@ -18,8 +19,8 @@ pub async fn healthz() -> Json<Value> {
 }
 
 /// Ready once the token keys are loaded (a JWKS URL may be unreachable at start-up: until it has
-/// been fetched, every signed token would be refused). The last probe results are shown for
-/// people, not acted on.
+/// been fetched, every signed token would be refused). The replicas that would be tried now are
+/// shown for people, not acted on.
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     if !state.auth.keys_loaded() {
         return Err(
@@ -36,4 +37,15 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
         "status": "ready",
         "upstreams": {"lingo": group(&state.lingo), "news": group(&state.news)},
     })))
+}
+
+/// `/metrics`, with the ready replicas of each group as of now: a replica cooling down after a
+/// refused connection is not counted, though its last probe was good.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    for group in [&state.lingo, &state.news] {
+        state
+            .metrics
+            .set_ready_replicas(group.group.label(), group.ready_replicas());
+    }
+    crate::metrics::handler(State(state.metrics.clone())).await
 }

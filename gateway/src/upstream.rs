@@ -65,10 +65,6 @@ impl Replica {
         self.probe_ok.load(Ordering::Relaxed) && self.cooldown_until().is_none_or(|t| t <= now)
     }
 
-    fn is_ready(&self) -> bool {
-        self.probe_ok.load(Ordering::Relaxed)
-    }
-
     /// The request target of `path_and_query` on this replica, in origin form: the request's
     /// own path and query, joined to the base path only when the base has one.
     pub fn uri_for(&self, path_and_query: PathAndQuery) -> Option<Uri> {
@@ -156,9 +152,11 @@ impl UpstreamGroup {
         }
     }
 
-    /// Replicas whose last probe succeeded.
+    /// Replicas that would be tried now: their last probe succeeded and they are not cooling
+    /// down after a refused connection.
     pub fn ready_replicas(&self) -> usize {
-        self.replicas.iter().filter(|r| r.is_ready()).count()
+        let now = Instant::now();
+        self.replicas.iter().filter(|r| r.is_available(now)).count()
     }
 
     /// Probes every replica once; returns how many answered their `/readyz` with 2xx.
@@ -220,8 +218,8 @@ pub async fn probe_forever(
     loop {
         ticker.tick().await;
         for group in &groups {
-            let ready = group.probe(&client).await;
-            metrics.set_ready_replicas(group.group.label(), ready);
+            group.probe(&client).await;
+            metrics.set_ready_replicas(group.group.label(), group.ready_replicas());
         }
     }
 }

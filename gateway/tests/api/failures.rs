@@ -485,3 +485,25 @@ async fn a_chunked_answer_that_also_declares_a_length_arrives_whole() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.bytes().await.expect("body"), "0123456789");
 }
+
+/// A replica cooling down after a refused connection is not shown as ready, though its last
+/// probe was good: `/metrics` and `/readyz` say what the next request will find.
+#[tokio::test]
+async fn a_replica_in_cooldown_is_not_counted_as_ready() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut news = Upstream::start("news-1").await;
+    let mut config = config(&[&lingo], &[&news]);
+    config.upstream_probe_interval_secs = 3600;
+    let gateway = TestGateway::start(config).await;
+    assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
+
+    news.kill().await;
+    assert_eq!(gateway.get("/v1/news/articles").await.status(), 502);
+    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    assert!(
+        metrics.contains("gateway_upstream_ready_replicas{group=\"news\"} 0"),
+        "{metrics}"
+    );
+    let ready: Value = gateway.get("/readyz").await.json().await.expect("json");
+    assert_eq!(ready["upstreams"]["news"]["ready_replicas"], 0, "{ready}");
+}
