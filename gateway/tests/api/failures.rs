@@ -496,6 +496,22 @@ async fn a_replica_in_cooldown_is_not_counted_as_ready() {
     config.upstream_probe_interval_secs = 3600;
     let gateway = TestGateway::start(config).await;
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
+    // The start-up probe has run (and found the replica ready) when the gauge says 1; the next
+    // one is an hour away.
+    let probed = "gateway_upstream_ready_replicas{group=\"news\"} 1";
+    for _ in 0..100 {
+        if gateway
+            .get("/metrics")
+            .await
+            .text()
+            .await
+            .expect("metrics")
+            .contains(probed)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     news.kill().await;
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 502);
