@@ -308,6 +308,20 @@ impl Cors {
     }
 }
 
+/// An origin of `CORS_ALLOWED_ORIGINS` as a browser's `Origin` header would carry it; refused
+/// when it could never match one (a path or trailing slash, upper case, no scheme), rather than
+/// silently allowing nobody.
+fn as_browsers_send_it(origin: &str) -> anyhow::Result<HeaderValue> {
+    let url = reqwest::Url::parse(origin)
+        .with_context(|| format!("CORS origin {origin:?} is not a URL like https://app.example"))?;
+    let serialized = url.origin().ascii_serialization();
+    anyhow::ensure!(
+        serialized == origin,
+        "CORS origin {origin:?} never matches a browser's Origin header; write it as {serialized:?}"
+    );
+    HeaderValue::from_str(origin).with_context(|| format!("bad CORS origin {origin:?}"))
+}
+
 /// CORS for the configured origins (`*` allows any); `None` when the list is empty.
 fn cors_layer(origins: &[String]) -> anyhow::Result<Option<Cors>> {
     if origins.is_empty() {
@@ -318,7 +332,7 @@ fn cors_layer(origins: &[String]) -> anyhow::Result<Option<Cors>> {
     } else {
         let values = origins
             .iter()
-            .map(|o| HeaderValue::from_str(o).with_context(|| format!("bad CORS origin {o:?}")))
+            .map(|o| as_browsers_send_it(o))
             .collect::<anyhow::Result<Vec<_>>>()?;
         Some(values)
     };
@@ -362,4 +376,29 @@ fn cors_layer(origins: &[String]) -> anyhow::Result<Option<Cors>> {
         layer,
         origins: listed,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cors_origins_are_taken_only_as_browsers_send_them() {
+        for good in [
+            "https://app.example",
+            "http://localhost:3000",
+            "https://[::1]:8443",
+        ] {
+            assert!(as_browsers_send_it(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "https://app.example/",
+            "https://App.example",
+            "https://app.example:443",
+            "app.example",
+            "https://app.example/path",
+        ] {
+            assert!(as_browsers_send_it(bad).is_err(), "{bad}");
+        }
+    }
 }
