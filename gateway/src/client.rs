@@ -370,6 +370,11 @@ impl BodyState {
         self.broke_off.load(Ordering::SeqCst)
     }
 
+    /// Whether an attempt is reading the client's body and the client has not sent all of it.
+    pub fn still_arriving(&self) -> bool {
+        self.was_polled() && !self.finished.load(Ordering::SeqCst)
+    }
+
     /// Counts `len` more bytes; false once the total is over the limit.
     fn count(&self, len: usize) -> bool {
         let total = self.seen.fetch_add(len as u64, Ordering::SeqCst) + len as u64;

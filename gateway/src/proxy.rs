@@ -338,6 +338,14 @@ impl Proxy {
                 return Ok(into_response(response));
             }
             Ok(Err(error)) => error,
+            Err(_elapsed) if body_state.as_ref().is_some_and(|b| b.still_arriving()) => {
+                // The upstream was still reading the client's body: the client's slowness.
+                tracing::info!(upstream = %replica.base, "the request body was still arriving at the upstream timeout");
+                return Err(Failure::Final(
+                    Problem::from_code(SharedCode::RequestTimeout)
+                        .with_detail("the request body did not arrive within the upstream timeout"),
+                ));
+            }
             Err(_elapsed) => {
                 self.metrics.upstream_error(label, "timeout");
                 tracing::warn!(upstream = %replica.base, "upstream timed out");

@@ -523,3 +523,35 @@ async fn a_replica_in_cooldown_is_not_counted_as_ready() {
     let ready: Value = gateway.get("/readyz").await.json().await.expect("json");
     assert_eq!(ready["upstreams"]["news"]["ready_replicas"], 0, "{ready}");
 }
+
+/// A client that is still sending its body when the upstream timeout passes gets 408
+/// `request_timeout`: its own slowness, not a 504 blaming the service (nor counted as one).
+#[tokio::test]
+async fn a_body_still_arriving_at_the_upstream_timeout_is_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let lingo = Upstream::start("lingo-1").await;
+    let news = Upstream::start("news-1").await;
+    let mut config = config(&[&lingo], &[&news]);
+    config.upstream_timeout_ms = 300;
+    let gateway = TestGateway::start(config).await;
+
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /v1/news/comments HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"text\": ",
+        token("ada")
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("answered before 5 s")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    assert!(!metrics.contains("kind=\"timeout\""), "{metrics}");
+}
