@@ -348,11 +348,14 @@ pub struct BodyState {
     broke_off: AtomicBool,
     finished: AtomicBool,
     seen: AtomicU64,
+    /// The body's length when the client declared one (`Content-Length`).
+    declared: Option<u64>,
 }
 
 impl BodyState {
     pub fn new(body: Body) -> Arc<Self> {
         Arc::new(Self {
+            declared: body.size_hint().exact(),
             slot: Mutex::new(Some(body)),
             ..Self::default()
         })
@@ -370,9 +373,15 @@ impl BodyState {
         self.broke_off.load(Ordering::SeqCst)
     }
 
-    /// Whether an attempt is reading the client's body and the client has not sent all of it.
+    /// Whether an attempt is reading the client's body and the client has not sent all of it
+    /// (a body of known length is whole once that many bytes went through: hyper stops asking
+    /// for more then).
     pub fn still_arriving(&self) -> bool {
-        self.was_polled() && !self.finished.load(Ordering::SeqCst)
+        let whole = self.finished.load(Ordering::SeqCst)
+            || self
+                .declared
+                .is_some_and(|length| self.seen.load(Ordering::SeqCst) >= length);
+        self.was_polled() && !whole
     }
 
     /// Counts `len` more bytes; false once the total is over the limit.
