@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::body::HttpBody as _;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::Response;
 use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
@@ -333,6 +333,14 @@ impl Proxy {
         .instrument(span.clone())
         .await;
         let error = match sent {
+            Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                // The gateway asks for no upgrade (it strips `Upgrade`); a 101 is a broken answer.
+                self.metrics.upstream_error(label, "bad_response");
+                tracing::warn!(upstream = %replica.base, "upstream switched protocols unasked");
+                return Err(Failure::Final(upstream_unavailable(
+                    "the upstream answered 101 Switching Protocols to a plain request",
+                )));
+            }
             Ok(Ok(response)) => {
                 span.record("http.response.status_code", response.status().as_u16());
                 return Ok(into_response(response));

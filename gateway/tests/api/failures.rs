@@ -555,3 +555,37 @@ async fn a_body_still_arriving_at_the_upstream_timeout_is_408() {
     let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
     assert!(!metrics.contains("kind=\"timeout\""), "{metrics}");
 }
+
+/// An upstream that answers `101 Switching Protocols` to a plain request (the gateway strips
+/// `Upgrade`) gave a broken answer: 502, never a switched connection to the client.
+#[tokio::test]
+async fn an_unasked_101_from_the_upstream_is_502() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let Ok(n) = socket.read(&mut buffer).await else {
+                    return;
+                };
+                let answer = if buffer[..n].starts_with(b"GET /readyz ") {
+                    "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                } else {
+                    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"
+                };
+                let _ = socket.write_all(answer.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            });
+        }
+    });
+    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[format!("http://{addr}")]);
+    config.rate_limit_enabled = false;
+    let gateway = TestGateway::start(config).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+}
