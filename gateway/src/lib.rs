@@ -136,7 +136,6 @@ impl Application {
         let probes = tokio::spawn(upstream::probe_forever(
             vec![lingo, news],
             client,
-            metrics,
             config.probe_interval(),
         ));
 
@@ -290,7 +289,7 @@ struct Cors {
 }
 
 impl Cors {
-    /// Whether `request` is a preflight (RFC 9110's `OPTIONS` with `Origin` and
+    /// Whether `request` is a preflight (the Fetch standard's `OPTIONS` with `Origin` and
     /// `Access-Control-Request-Method`) from an allowed origin, to a path that may be an endpoint.
     fn answers_preflight(&self, request: &Request) -> bool {
         let headers = request.headers();

@@ -39,8 +39,9 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
     })))
 }
 
-/// `/metrics`, with the ready replicas of each group as of now: a replica cooling down after a
-/// refused connection is not counted, though its last probe was good.
+/// `/metrics`, with the ready replicas of each group as of now (the gauge is set here only): a
+/// replica cooling down after a refused connection is not counted, though its last probe was
+/// good.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     for group in [&state.lingo, &state.news] {
         state

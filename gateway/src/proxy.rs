@@ -56,10 +56,9 @@ static ALWAYS_FORWARDED: [HeaderName; 2] = [
     HeaderName::from_static("traceparent"),
 ];
 
-/// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names
-/// (but for [`ALWAYS_FORWARDED`]). The
-/// names are looked for in one scan first: the usual message carries none of them, and every
-/// removal is a hashed lookup.
+/// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names (but
+/// for [`ALWAYS_FORWARDED`]). The names are looked for in one scan first: the usual message
+/// carries none of them, and every removal is a hashed lookup.
 fn remove_headers(headers: &mut HeaderMap, lists: &[&[HeaderName]]) {
     let listed = |name: &HeaderName| {
         name == header::CONNECTION || lists.iter().any(|list| list.contains(name))

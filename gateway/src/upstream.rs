@@ -12,7 +12,6 @@ use bytes::Bytes;
 use reqwest::Url;
 
 use crate::client::{Endpoint, OutBody, UpstreamClient};
-use crate::metrics::Metrics;
 use crate::routes::Group;
 
 /// How long a single `/readyz` probe may take.
@@ -205,12 +204,11 @@ async fn probe_replica(client: &UpstreamClient, replica: &Replica) -> bool {
     matches!(answered, Ok(Ok(response)) if response.status().is_success())
 }
 
-/// Probes every group forever, every `interval` (the first probe right away), and publishes the
-/// ready replicas of each group in `/metrics`.
+/// Probes every group forever, every `interval` (the first probe right away); `/metrics` and
+/// `/readyz` read the results when asked.
 pub async fn probe_forever(
     groups: Vec<Arc<UpstreamGroup>>,
     client: UpstreamClient,
-    metrics: Arc<Metrics>,
     interval: Duration,
 ) {
     let mut ticker = tokio::time::interval(interval);
@@ -219,7 +217,6 @@ pub async fn probe_forever(
         ticker.tick().await;
         for group in &groups {
             group.probe(&client).await;
-            metrics.set_ready_replicas(group.group.label(), group.ready_replicas());
         }
     }
 }

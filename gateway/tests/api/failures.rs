@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use shared_auth::testing::token;
 
-use crate::helpers::{TestGateway, Upstream, config, problem};
+use crate::helpers::{TestGateway, Upstream, config, gateway_in_front_of, problem};
 
 /// A port nothing listens on.
 async fn dead_url() -> String {
@@ -368,9 +368,9 @@ async fn a_connection_dropped_after_the_request_was_sent_is_502_without_retry() 
     );
 }
 
-/// A replica that answers `/readyz`, and any other request with the head of a 100-byte answer
-/// and 10 bytes of it, then stalls with the connection open.
-async fn stalling_replica() -> String {
+/// A replica that answers its `/readyz`, and any other request with the bytes of `answer`;
+/// then it holds the connection open for a while (`hold_open`) or closes it.
+async fn fixed_answer_replica(answer: &'static str, hold_open: bool) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -388,10 +388,10 @@ async fn stalling_replica() -> String {
                     let _ = socket.write_all(ok.as_bytes()).await;
                     return;
                 }
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(b"{\"data\": [").await;
-                tokio::time::sleep(Duration::from_secs(30)).await;
+                let _ = socket.write_all(answer.as_bytes()).await;
+                if hold_open {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
             });
         }
     });
@@ -402,7 +402,13 @@ async fn stalling_replica() -> String {
 /// cut after the upstream timeout of silence instead of being left waiting for ever.
 #[tokio::test]
 async fn a_response_body_that_stalls_is_cut_off_at_the_upstream_timeout() {
-    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[stalling_replica().await]);
+    // The head of a 100-byte answer and 10 bytes of it, then silence.
+    let stalling = fixed_answer_replica(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"data\": [",
+        true,
+    )
+    .await;
+    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[stalling]);
     config.rate_limit_enabled = false;
     config.upstream_timeout_ms = 300;
     let gateway = TestGateway::start(config).await;
@@ -445,42 +451,18 @@ async fn no_endpoint_is_404_and_a_wrong_method_405_even_with_every_replica_down(
     }
 }
 
-/// A replica that answers `/readyz`, and any other request with a chunked body of 10 bytes
-/// that also (wrongly) declares `Content-Length: 5`.
-async fn chunked_and_length_replica() -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                let Ok(n) = socket.read(&mut buffer).await else {
-                    return;
-                };
-                let answer = if buffer[..n].starts_with(b"GET /readyz ") {
-                    "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                } else {
-                    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\
-                     connection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n"
-                };
-                let _ = socket.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
 /// RFC 9112: `Transfer-Encoding` frames the body, and a proxy drops the `Content-Length` beside
 /// it; passed on, it would cut the client's copy short without any error.
 #[tokio::test]
 async fn a_chunked_answer_that_also_declares_a_length_arrives_whole() {
-    let mut config =
-        gateway::config::GatewayConfig::for_tests(&[], &[chunked_and_length_replica().await]);
-    config.rate_limit_enabled = false;
-    let gateway = TestGateway::start(config).await;
+    // A chunked body of 10 bytes that also (wrongly) declares `Content-Length: 5`.
+    let replica = fixed_answer_replica(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\
+         connection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n",
+        false,
+    )
+    .await;
+    let gateway = gateway_in_front_of(&replica).await;
     let response = gateway.get("/v1/news/articles").await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.bytes().await.expect("body"), "0123456789");
@@ -496,22 +478,8 @@ async fn a_replica_in_cooldown_is_not_counted_as_ready() {
     config.upstream_probe_interval_secs = 3600;
     let gateway = TestGateway::start(config).await;
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
-    // The start-up probe has run (and found the replica ready) when the gauge says 1; the next
-    // one is an hour away.
-    let probed = "gateway_upstream_ready_replicas{group=\"news\"} 1";
-    for _ in 0..100 {
-        if gateway
-            .get("/metrics")
-            .await
-            .text()
-            .await
-            .expect("metrics")
-            .contains(probed)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The start-up probe has found the replica ready; the next one is an hour away.
+    news.wait_for_probe_after(0).await;
 
     news.kill().await;
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 502);
@@ -560,31 +528,12 @@ async fn a_body_still_arriving_at_the_upstream_timeout_is_408() {
 /// `Upgrade`) gave a broken answer: 502, never a switched connection to the client.
 #[tokio::test]
 async fn an_unasked_101_from_the_upstream_is_502() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                let Ok(n) = socket.read(&mut buffer).await else {
-                    return;
-                };
-                let answer = if buffer[..n].starts_with(b"GET /readyz ") {
-                    "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                } else {
-                    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"
-                };
-                let _ = socket.write_all(answer.as_bytes()).await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            });
-        }
-    });
-    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[format!("http://{addr}")]);
-    config.rate_limit_enabled = false;
-    let gateway = TestGateway::start(config).await;
+    let replica = fixed_answer_replica(
+        "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n",
+        true,
+    )
+    .await;
+    let gateway = gateway_in_front_of(&replica).await;
     let response = gateway.get("/v1/news/articles").await;
     assert_eq!(response.status(), 502);
     assert_eq!(problem(response).await["code"], "upstream_unavailable");

@@ -8,7 +8,7 @@ use serde_json::Value;
 use shared_auth::testing::token;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{Stack, problem};
+use crate::helpers::{Stack, gateway_in_front_of, problem};
 
 async fn echo_of(response: reqwest::Response) -> Value {
     assert!(response.status().is_success(), "{}", response.status());
@@ -279,12 +279,6 @@ async fn an_early_answer_of_the_upstream_is_passed_on() {
         body.get("detail").is_none(),
         "the upstream's own problem: {body}"
     );
-}
-
-async fn gateway_in_front_of(news: &str) -> crate::helpers::TestGateway {
-    let mut config = gateway::config::GatewayConfig::for_tests(&[], &[news.to_owned()]);
-    config.rate_limit_enabled = false;
-    crate::helpers::TestGateway::start(config).await
 }
 
 /// A request the gateway refuses without reading its body (here 401: no token) still has its

@@ -249,6 +249,13 @@ pub fn config(lingo: &[&Upstream], news: &[&Upstream]) -> GatewayConfig {
     config
 }
 
+/// A gateway whose only news replica is `news` (no lingo replica), without rate limits.
+pub async fn gateway_in_front_of(news: &str) -> TestGateway {
+    let mut config = GatewayConfig::for_tests(&[], &[news.to_owned()]);
+    config.rate_limit_enabled = false;
+    TestGateway::start(config).await
+}
+
 /// One lingo and one news upstream with a gateway in front.
 pub struct Stack {
     pub lingo: Upstream,
