@@ -80,6 +80,14 @@ pub enum SendError {
     Failed(hyper::Error),
 }
 
+impl SendError {
+    /// The upstream answered, but not with HTTP/1.1 the client could read: garbage, a head over
+    /// hyper's size limit, an invalid status, or conflicting `Content-Length`s.
+    pub fn is_unreadable_answer(&self) -> bool {
+        matches!(self, SendError::Failed(error) if error.is_parse())
+    }
+}
+
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -384,6 +384,13 @@ impl Proxy {
             }
         }
         // The request may have been (partly) sent: never retried.
+        if error.is_unreadable_answer() {
+            self.metrics.upstream_error(label, "bad_response");
+            tracing::warn!(upstream = %replica.base, error = %error, "upstream answered with something that is not HTTP/1.1");
+            return Err(Failure::Final(upstream_unavailable(
+                "the upstream's answer was not a valid HTTP response",
+            )));
+        }
         self.metrics.upstream_error(label, "reset");
         tracing::warn!(upstream = %replica.base, error = %error, "upstream failed after the request was sent");
         Err(Failure::Final(upstream_unavailable(

@@ -538,3 +538,37 @@ async fn an_unasked_101_from_the_upstream_is_502() {
     assert_eq!(response.status(), 502);
     assert_eq!(problem(response).await["code"], "upstream_unavailable");
 }
+
+/// An answer that is not HTTP/1.1 (garbage, conflicting lengths, a head over the size limit) is
+/// 502 counted as `bad_response`, and its detail does not claim the upstream hung up.
+#[tokio::test]
+async fn an_unreadable_upstream_answer_is_502_bad_response() {
+    let huge_head: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\nx-filler: {}\r\ncontent-length: 0\r\n\r\n",
+            "a".repeat(1024 * 1024)
+        )
+        .into_boxed_str(),
+    );
+    let answers = [
+        "this is not HTTP at all\r\n\r\n",
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nabc",
+        "HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n",
+        huge_head,
+    ];
+    for answer in answers {
+        let replica = fixed_answer_replica(answer, true).await;
+        let gateway = gateway_in_front_of(&replica).await;
+        let response = gateway.get("/v1/news/articles").await;
+        assert_eq!(response.status(), 502, "{}", &answer[..20]);
+        let body = problem(response).await;
+        assert_eq!(body["code"], "upstream_unavailable");
+        assert!(
+            !body["detail"].as_str().unwrap_or("").contains("closed"),
+            "{body}"
+        );
+        let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+        assert!(metrics.contains("kind=\"bad_response\""), "{metrics}");
+        assert!(!metrics.contains("kind=\"reset\""), "{metrics}");
+    }
+}
