@@ -22,6 +22,7 @@ pub mod error;
 pub mod idempotency;
 pub mod import;
 pub mod openapi;
+pub mod path_params;
 pub mod problems;
 pub mod read_routing;
 pub mod recount;

@@ -11,6 +11,7 @@ use utoipa_axum::routes;
 
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
+use crate::path_params::ArticleIdPath;
 use crate::problems::{ArticleAnswers, ArticleListAnswers};
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
@@ -119,7 +120,7 @@ async fn list_articles(
     path = "/v1/news/articles/{article_id}",
     operation_id = "news_get_article",
     tag = "news-articles",
-    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), IfNoneMatch),
+    params(ArticleIdPath, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The article.", body = Article,

@@ -16,6 +16,7 @@ use crate::domain::comments::{placement, validate_text};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
+use crate::path_params::ArticleIdPath;
 use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
 use crate::state::AppState;
 use crate::store::articles;
@@ -65,7 +66,7 @@ pub struct CommentInput {
     path = "/v1/news/articles/{article_id}/comments",
     operation_id = "news_list_comments",
     tag = "news-comments",
-    params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters)."), PageQuery, IfNoneMatch),
+    params(ArticleIdPath, PageQuery, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of comments.", body = Page<Comment>,

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 
 use crate::domain::ids::can_exist;
 use crate::error::Result;
+use crate::path_params::{ArticleIdPath, JournalistIdPath, OrganizationIdPath};
 use crate::problems::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
 use crate::state::AppState;
 use crate::store::engagement::{self, Edge};
@@ -117,7 +118,7 @@ edge_handlers! {
         path = "/v1/news/articles/{article_id}/like",
         operation_id = "news_like_article",
         tag = "news-engagement",
-        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller likes the article.", body = LikeState),
@@ -131,7 +132,7 @@ edge_handlers! {
         path = "/v1/news/articles/{article_id}/like",
         operation_id = "news_unlike_article",
         tag = "news-engagement",
-        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not like the article.", body = LikeState),
@@ -145,7 +146,7 @@ edge_handlers! {
         path = "/v1/news/articles/{article_id}/bookmark",
         operation_id = "news_bookmark_article",
         tag = "news-engagement",
-        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
@@ -159,7 +160,7 @@ edge_handlers! {
         path = "/v1/news/articles/{article_id}/bookmark",
         operation_id = "news_unbookmark_article",
         tag = "news-engagement",
-        params(("article_id" = String, Path, min_length = 1, max_length = 255, example = "art-000001", description = "An article id (opaque, 1..=255 characters).")),
+        params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
@@ -173,7 +174,7 @@ edge_handlers! {
         path = "/v1/news/journalists/{journalist_id}/follow",
         operation_id = "news_follow_journalist",
         tag = "news-engagement",
-        params(("journalist_id" = String, Path, min_length = 1, max_length = 255, example = "jrn-0001", description = "A journalist id (opaque, 1..=255 characters).")),
+        params(JournalistIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
@@ -187,7 +188,7 @@ edge_handlers! {
         path = "/v1/news/journalists/{journalist_id}/follow",
         operation_id = "news_unfollow_journalist",
         tag = "news-engagement",
-        params(("journalist_id" = String, Path, min_length = 1, max_length = 255, example = "jrn-0001", description = "A journalist id (opaque, 1..=255 characters).")),
+        params(JournalistIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
@@ -201,7 +202,7 @@ edge_handlers! {
         path = "/v1/news/organizations/{organization_id}/follow",
         operation_id = "news_follow_organization",
         tag = "news-engagement",
-        params(("organization_id" = String, Path, min_length = 1, max_length = 255, example = "org-001", description = "An organisation id (opaque, 1..=255 characters).")),
+        params(OrganizationIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
@@ -215,7 +216,7 @@ edge_handlers! {
         path = "/v1/news/organizations/{organization_id}/follow",
         operation_id = "news_unfollow_organization",
         tag = "news-engagement",
-        params(("organization_id" = String, Path, min_length = 1, max_length = 255, example = "org-001", description = "An organisation id (opaque, 1..=255 characters).")),
+        params(OrganizationIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
