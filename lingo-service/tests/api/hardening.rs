@@ -248,6 +248,39 @@ async fn no_connection_free_in_time_is_503_overloaded() {
     assert_eq!(app.get("/v1/lingo/languages", None).await.status(), 200);
 }
 
+/// A pool whose only connection stays busy for longer than the wait for one (and its slack) is
+/// still busy, not unreachable: the background check reaches the database on a connection of
+/// its own. It used to answer `database_unavailable` once the last hand-out was that old.
+#[tokio::test]
+async fn a_pool_busy_for_long_is_overloaded_not_unavailable() {
+    let app = spawn_configured(|config| {
+        config.db_max_connections = 1;
+        config.db_acquire_timeout_ms = 300;
+    })
+    .await;
+    let mut lock = lock_sessions(&app).await;
+    let held = post_in_background(&app);
+    for _ in 0..50 {
+        if running_statements(&mut lock).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        running_statements(&mut lock).await,
+        1,
+        "the write holds the connection"
+    );
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    for _ in 0..3 {
+        let response = app.get("/v1/lingo/languages", None).await;
+        assert_problem(response, 503, "overloaded").await;
+    }
+
+    drop(lock);
+    assert_eq!(held.await.unwrap(), 201);
+}
+
 #[tokio::test]
 async fn a_half_sent_request_head_is_closed_while_others_are_served() {
     let app = spawn_configured(|config| config.header_read_timeout_ms = 500).await;

@@ -121,6 +121,10 @@ async fn check_forever(
     sender: watch::Sender<Vec<PoolState>>,
     up_gauge: Family<PoolName, Gauge>,
 ) {
+    let reached: Vec<_> = pools
+        .iter()
+        .map(|(_, pool)| crate::pg::pool_pressure::reached(&pool.connect_options()))
+        .collect();
     let mut ticker = tokio::time::interval(every.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -130,10 +134,12 @@ async fn check_forever(
         }
         let checks = pools.iter().map(|(_, pool)| check(pool, every.timeout));
         let found = futures_util::future::join_all(checks).await;
-        for ((name, _), up) in pools.iter().zip(&found) {
+        for (((name, _), up), reached) in pools.iter().zip(&found).zip(&reached) {
             up_gauge
                 .get_or_create(&PoolName { pool: name })
                 .set(i64::from(*up));
+            // Evidence for telling a busy pool from a dead database (pool_pressure).
+            reached.checked(*up);
         }
         sender.send_if_modified(|states| {
             let mut changed = false;

@@ -2,20 +2,23 @@
 //! reached" (503 `database_unavailable`). sqlx reports both as `PoolTimedOut`, so the answer comes
 //! from evidence that the database was reachable while the request waited:
 //!
-//! - a connection of the pool was handed out (or opened) since the request started: others were
-//!   served, this one waited its turn in vain;
-//! - or every connection the pool may open is open and checked out, and one was handed out
-//!   within the acquire timeout before now: all are busy with other requests.
+//! - the background check ([`pool_health`](crate::pg::pool_health)) last found it up. The check
+//!   connects on its own when the pool has no idle connection, so it still reaches a database
+//!   whose every pooled connection is held by slow statements; it finds an outage within one
+//!   check (2 s, plus its 1 s time limit);
+//! - or a connection of the pool was handed out (or opened) since the request started or within
+//!   the acquire timeout (and a little slack) before now (the evidence before the first check).
 //!
-//! The pool's size alone is no evidence: a connection dropped by a cancelled acquire is closed and
-//! reopened under load (fewer than the maximum for a moment), and while the database is down
-//! waiters hold slots with connection attempts (the maximum, none of them usable). Pools made by
-//! [`lazy_pool`](crate::pg::pool::lazy_pool) record each hand-out; the pools of the request being
-//! served are kept in a task-local set by [`track`], so the error mapping can look at them
-//! without every handler passing them along.
+//! The pool's size is no evidence: a connection dropped by a cancelled acquire or a cancelled
+//! statement is closed and reopened under load (fewer than the maximum for a moment), and while
+//! the database is down waiters hold slots with connection attempts (the maximum, none of them
+//! usable). Pools made by [`lazy_pool`](crate::pg::pool::lazy_pool) record each hand-out, and the
+//! background check its finding, per database; the pools of the request being served are kept in
+//! a task-local set by [`track`], so the error mapping can look at them without every handler
+//! passing them along.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -39,10 +42,15 @@ struct Tracked {
     started: Instant,
 }
 
-/// When a connection to a database was last handed out, in milliseconds since [`EPOCH`] (0:
-/// never). Keyed by the database the options point at, which is what "reachable" is about.
+/// What is known of a database's reachability: when a connection to it was last handed out, in
+/// milliseconds since [`EPOCH`] (0: never), and what the background check found last. Keyed by
+/// the database the options point at, which is what "reachable" is about.
 #[derive(Debug, Default)]
-pub struct Reached(AtomicU64);
+pub struct Reached {
+    handed_out: AtomicU64,
+    /// Whether the last background check reached it (false before the first).
+    last_check_up: AtomicBool,
+}
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 static REACHED: LazyLock<RwLock<HashMap<String, Arc<Reached>>>> = LazyLock::new(Default::default);
@@ -50,12 +58,17 @@ static REACHED: LazyLock<RwLock<HashMap<String, Arc<Reached>>>> = LazyLock::new(
 impl Reached {
     /// Records that a connection was handed out now.
     pub fn mark(&self) {
-        self.0
+        self.handed_out
             .store(millis_since_epoch(Instant::now()), Ordering::Relaxed);
     }
 
+    /// Records what the background check found.
+    pub fn checked(&self, up: bool) {
+        self.last_check_up.store(up, Ordering::Relaxed);
+    }
+
     fn since(&self, moment: Instant) -> bool {
-        let last = self.0.load(Ordering::Relaxed);
+        let last = self.handed_out.load(Ordering::Relaxed);
         last != 0 && last >= millis_since_epoch(moment)
     }
 }
@@ -124,16 +137,12 @@ fn is_busy(pool: &PgPool, request_started: Instant, now: Instant) -> bool {
     let Some(reached) = reached_for(pool) else {
         return false;
     };
-    if reached.since(request_started) {
+    if reached.last_check_up.load(Ordering::Relaxed) {
         return true;
     }
     let window = pool.options().get_acquire_timeout() + CLASSIFY_SLACK;
-    let all_checked_out =
-        pool.size() >= pool.options().get_max_connections() && pool.num_idle() == 0;
-    all_checked_out
-        && now
-            .checked_sub(window)
-            .is_none_or(|start| reached.since(start))
+    let window_start = now.checked_sub(window).unwrap_or(*EPOCH);
+    reached.since(request_started.min(window_start))
 }
 
 #[cfg(test)]
