@@ -2,8 +2,9 @@
 //! (they see their own writes at once); anonymous reads use the read pool (a replica), and
 //! survive either node being down:
 //!
-//! - the read pool cannot give a connection (refused, timed out) or its server does not accept
-//!   queries (shutting down, starting up): the read is retried on the primary in the same
+//! - the read pool cannot give a connection (refused, timed out), its server does not accept
+//!   queries (shutting down, starting up), or a read on it does not finish within
+//!   `NEWS_READ_TIMEOUT_MS` (a replica that hangs): the read is retried on the primary in the same
 //!   request, and anonymous reads stay on the primary for a cool-down (a circuit) before the read
 //!   pool is tried again; the background check holding it down counts the same way;
 //! - the primary is down while anonymous reads are on it: the read is retried on the read pool;
@@ -42,6 +43,10 @@ pub struct ReadRoutingConfig {
     /// primary instead (short, so a dead replica costs little).
     #[arg(long, env = "NEWS_READ_ACQUIRE_TIMEOUT_MS", default_value_t = 1000)]
     pub read_acquire_timeout_ms: u64,
+    /// Milliseconds an anonymous read may run on the read pool before it is given up and sent
+    /// to the primary (a replica that stopped answering costs a read this, not its deadline).
+    #[arg(long, env = "NEWS_READ_TIMEOUT_MS", default_value_t = 2000)]
+    pub read_timeout_ms: u64,
     /// Replay lag of the read replica (milliseconds, checked every 2 s) past which anonymous
     /// reads go to the primary; 0 leaves lag unchecked.
     #[arg(long, env = "NEWS_READ_MAX_LAG_MS", default_value_t = 0)]
@@ -53,6 +58,7 @@ impl Default for ReadRoutingConfig {
         Self {
             read_fallback_cooldown_secs: 10,
             read_acquire_timeout_ms: 1000,
+            read_timeout_ms: 2000,
             read_max_lag_ms: 0,
         }
     }
@@ -126,6 +132,7 @@ impl Pools {
             circuit: Circuit::new(Duration::from_secs(config.read_fallback_cooldown_secs)),
             fallbacks: Family::default(),
             diverted: Gauge::default(),
+            read_timeout: Duration::from_millis(config.read_timeout_ms),
             max_lag_ms: config.read_max_lag_ms,
             lag_ms: AtomicU64::new(0),
         };
@@ -184,7 +191,22 @@ impl Pools {
             return read(self.primary.clone()).await;
         }
         let first = self.routing.choose();
-        match read(self.pool(first)).await {
+        let attempt = read(self.pool(first));
+        let outcome = if first == Node::Read {
+            // A replica that stopped answering (no reset, no refusal) would hold the read until
+            // the request's deadline.
+            match tokio::time::timeout(self.routing.read_timeout, attempt).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    self.routing
+                        .after_failure(Node::Read, &"the read pool did not answer in time");
+                    return read(self.primary.clone()).await;
+                }
+            }
+        } else {
+            attempt.await
+        };
+        match outcome {
             Err(error) if error.is_unavailable() => match self.routing.after_failure(first, &error)
             {
                 Some(second) => read(self.pool(second)).await,
@@ -219,6 +241,8 @@ struct Routing {
     separate: bool,
     health: PoolHealth,
     circuit: Circuit,
+    /// How long a read may run on the read pool.
+    read_timeout: Duration,
     fallbacks: Family<Reason, Counter>,
     diverted: Gauge,
     /// 0: lag is not checked.

@@ -2,12 +2,18 @@
 //! behind `NEWS_DATABASE_READ_URL`. Anonymous reads are served by the replica; with the replica
 //! stopped they are served by the primary (no error, readiness stays 200, the fallback counts);
 //! with the replica back they return to it within the cool-down; with the primary stopped they
-//! are still served by the replica while writes and personal reads are 503 problems.
+//! are still served by the replica while writes and personal reads are 503 problems. A replica
+//! whose queries stall (behind a proxy that holds them back) costs a read `NEWS_READ_TIMEOUT_MS`,
+//! then the primary answers.
 //!
 //! Which node answered is proven by data, not timing: replay is paused on the replica and an
 //! article is added on the primary, so only the primary knows it.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use news_service::Application;
@@ -17,6 +23,8 @@ use serde_json::{Value, json};
 use shared_auth::testing::replica::{Node, ReplicatedCluster};
 use shared_auth::testing::{auth_config, token};
 use sqlx::{Connection, PgConnection};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
 
 const COOLDOWN_SECS: u64 = 2;
 /// How long a change may take to show: the cool-down, one background check (2 s) and slack for
@@ -251,5 +259,130 @@ async fn anonymous_reads_survive_either_database_node_going_down() {
     while !service.like("art-1", "writer").await.status().is_success() {
         assert!(Instant::now() < deadline, "writes did not recover");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A replica whose queries stall while it still answers the protocol (a disk that stopped
+/// answering: a ping needs no page, a query does): anonymous reads on it are given up after
+/// `NEWS_READ_TIMEOUT_MS` and answered by the primary, never a 503 `timeout` at the request's
+/// deadline. Waiting for a connection does not catch this: pings and new connections still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_reads_survive_a_replica_whose_queries_stall() {
+    let cluster = ReplicatedCluster::create().await;
+    news_service::migrate(&cluster.url_for(Node::Primary, "news_owner"))
+        .await
+        .unwrap();
+    sqlx::raw_sql(CATALOGUE)
+        .execute(&mut admin(&cluster, Node::Primary).await)
+        .await
+        .unwrap();
+    cluster.wait_for_replay().await;
+    let proxy = StallingProxy::in_front_of(&cluster.url_for(Node::Replica, "news_app")).await;
+    let mut config = ServeConfig::new(cluster.url_for(Node::Primary, "news_app"), auth_config());
+    config.database_read_url = Some(proxy.url.clone());
+    config.read_routing.read_timeout_ms = 500;
+    config.request_timeout_ms = 5_000;
+    let app = Application::build(config).await.unwrap();
+    let service = Service {
+        address: format!("http://127.0.0.1:{}", app.port()),
+        client: Client::new(),
+    };
+    tokio::spawn(app.run_until_stopped());
+
+    assert_eq!(service.anonymous_article("art-1").await, 200);
+    assert_eq!(service.fallbacks().await, 0.0, "the replica answered");
+
+    proxy.stall_queries();
+    for _ in 0..3 {
+        assert_eq!(service.anonymous_article("art-1").await, 200);
+        let list = service.get("/v1/news/articles", None).await;
+        assert_eq!(list.status(), 200);
+    }
+    assert!(service.fallbacks().await >= 1.0, "the primary answered");
+}
+
+/// A proxy on a Unix socket in front of a server's socket. Once told to stall, it holds back
+/// every query the client sends (PostgreSQL's `Parse` and `Query` messages) for good, closing
+/// nothing; everything else (start-up, pings, answers) still passes.
+struct StallingProxy {
+    url: String,
+    stalling: Arc<AtomicBool>,
+    _dir: tempfile::TempDir,
+}
+
+impl StallingProxy {
+    /// `server_url` is a `postgres://...?host=DIR&port=PORT` URL of a server on a Unix socket.
+    async fn in_front_of(server_url: &str) -> Self {
+        let (before, query) = server_url.split_once('?').unwrap();
+        let params: HashMap<_, _> = query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .collect();
+        let socket_name = format!(".s.PGSQL.{}", params["port"]);
+        let server_socket = Path::new(params["host"]).join(&socket_name);
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join(&socket_name)).unwrap();
+        let stalling = Arc::new(AtomicBool::new(false));
+        let flag = stalling.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let flag = flag.clone();
+                let server_socket = server_socket.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = UnixStream::connect(&server_socket).await else {
+                        return;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    let is_query = |data: &[u8]| matches!(data.first(), Some(b'P' | b'Q'));
+                    tokio::join!(
+                        pass_on(
+                            client_read,
+                            server_write,
+                            || flag.load(Ordering::SeqCst),
+                            is_query
+                        ),
+                        pass_on(server_read, client_write, || false, |_| false),
+                    );
+                });
+            }
+        });
+        let url = format!(
+            "{before}?host={}&port={}",
+            dir.path().display(),
+            params["port"]
+        );
+        Self {
+            url,
+            stalling,
+            _dir: dir,
+        }
+    }
+
+    fn stall_queries(&self) {
+        self.stalling.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` until either closes; a piece for which `stalls` holds while `stalling()`
+/// is never passed on, and the copy waits for good.
+async fn pass_on(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    stalling: impl Fn() -> bool,
+    stalls: impl Fn(&[u8]) -> bool,
+) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        if stalling() && stalls(&buffer[..read]) {
+            std::future::pending::<()>().await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
     }
 }
