@@ -58,13 +58,7 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
 /// progress, errors included (a 503 of the load guard, a 404 of an unknown path below them):
 /// `Cache-Control: private, no-store`, never stored by a shared cache.
 async fn private_answers(request: Request, next: Next) -> Response {
-    let path = request.uri().path();
-    let below = |section: &str| {
-        path.strip_prefix(routes::PREFIX)
-            .and_then(|rest| rest.strip_prefix(section))
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    };
-    if below("/me") || below("/analytics") {
+    if routes::is_private(request.uri().path()) {
         no_store(request, next).await
     } else {
         next.run(request).await

@@ -13,7 +13,7 @@ use axum::response::Response;
 use axum::routing::get;
 use shared_auth::OptionalCaller;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
-use shared_auth::http::openapi::{BearerSecurity, ProblemDocument};
+use shared_auth::http::openapi::{BearerSecurity, ProblemDocument, request_id_header};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};
@@ -104,7 +104,8 @@ struct StandardResponses;
 
 impl Modify for StandardResponses {
     fn modify(&self, openapi: &mut Document) {
-        for item in openapi.paths.paths.values_mut() {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let private = routes::is_private(path);
             for operation in [
                 &mut item.get,
                 &mut item.post,
@@ -116,6 +117,9 @@ impl Modify for StandardResponses {
             .flatten()
             {
                 add_standard_responses(operation);
+                if private {
+                    mark_private(operation);
+                }
             }
         }
     }
@@ -167,17 +171,22 @@ fn add_standard_responses(operation: &mut Operation) {
     }
 }
 
+/// Every answer of a private path (`/me/*`, `/analytics/*`) says `private, no-store`.
+fn mark_private(operation: &mut Operation) {
+    for response in operation.responses.responses.values_mut() {
+        if let RefOr::T(response) = response {
+            response.headers.insert(
+                "Cache-Control".to_owned(),
+                RefOr::T(string_header("`private, no-store`.")),
+            );
+        }
+    }
+}
+
 /// `{}` in a `security` list: the operation also works without credentials.
 fn is_empty_requirement(requirement: &utoipa::openapi::security::SecurityRequirement) -> bool {
     serde_json::to_value(requirement)
         .is_ok_and(|value| value.as_object().is_some_and(|o| o.is_empty()))
-}
-
-fn request_id_header() -> utoipa::openapi::header::Header {
-    string_header(
-        "The request's id: the client's own `x-request-id` when it is 1 to 128 characters of \
-         `[A-Za-z0-9._:-]`, else a generated UUIDv7. Always present.",
-    )
 }
 
 fn www_authenticate() -> utoipa::openapi::header::Header {

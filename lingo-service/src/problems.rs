@@ -52,7 +52,8 @@ impl IntoResponses for NotModified {
         let not_modified = ResponseBuilder::new()
             .description("Not modified: the stored answer with this `ETag` is still current.")
             .header("ETag", string_header("The current strong validator."))
-            .header("Cache-Control", string_header("`public, max-age=30`."));
+            .header("Cache-Control", string_header("`public, max-age=30`."))
+            .header("Vary", string_header("`authorization`."));
         responses([(304, not_modified)])
     }
 }

@@ -4,10 +4,9 @@
 //! `x-request-id` header of every answer. The gateway merges the document with lingo's, so
 //! operation ids carry a `news_` prefix and the output is deterministic (no hash maps).
 
-use shared_auth::http::openapi::{BearerSecurity, ProblemDocument};
+use shared_auth::http::openapi::{BearerSecurity, ProblemDocument, request_id_header};
 use utoipa::openapi::RefOr;
-use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
+
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
@@ -58,13 +57,7 @@ struct RequestIdHeader;
 
 impl Modify for RequestIdHeader {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let header = HeaderBuilder::new()
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-            .description(Some(
-                "The request id: the client's `x-request-id` when it is 1..=128 characters of \
-                 `[A-Za-z0-9._:-]`, else a generated UUIDv7. Always sent.",
-            ))
-            .build();
+        let header = request_id_header();
         for item in openapi.paths.paths.values_mut() {
             let operations = [&mut item.get, &mut item.post, &mut item.delete];
             for operation in operations.into_iter().flatten() {

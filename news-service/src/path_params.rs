@@ -7,7 +7,7 @@ use utoipa::IntoParams;
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ArticleIdPath {
-    /// An article id (opaque, 1..=255 characters).
+    /// An article id (opaque, 1..=255 characters; any other string names no article: 404).
     #[param(min_length = 1, max_length = 255, example = "art-000001")]
     pub article_id: String,
 }
@@ -16,7 +16,7 @@ pub struct ArticleIdPath {
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct JournalistIdPath {
-    /// A journalist id (opaque, 1..=255 characters).
+    /// A journalist id (opaque, 1..=255 characters; any other string names no journalist: 404).
     #[param(min_length = 1, max_length = 255, example = "jrn-0001")]
     pub journalist_id: String,
 }
@@ -25,7 +25,7 @@ pub struct JournalistIdPath {
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct OrganizationIdPath {
-    /// An organisation id (opaque, 1..=255 characters).
+    /// An organisation id (opaque, 1..=255 characters; any other string names no organisation: 404).
     #[param(min_length = 1, max_length = 255, example = "org-001")]
     pub organization_id: String,
 }

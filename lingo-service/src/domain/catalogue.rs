@@ -25,6 +25,7 @@ pub struct PhraseItem {
     #[schema(minimum = 0)]
     pub translation_count: i64,
     /// From the pipeline's stats cache; null when it has none for this phrase.
+    #[schema(required = true)]
     pub stats: Option<PhraseStats>,
 }
 
@@ -35,7 +36,7 @@ pub struct PhraseStats {
     #[schema(minimum = 0)]
     pub learner_count: i64,
     /// Share of correct answers, 0..=1; null when nobody answered yet.
-    #[schema(minimum = 0.0, maximum = 1.0)]
+    #[schema(required = true, minimum = 0.0, maximum = 1.0)]
     pub accuracy: Option<f64>,
 }
 

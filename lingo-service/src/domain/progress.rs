@@ -17,14 +17,16 @@ pub struct Counters {
     #[schema(minimum = 0)]
     pub phrases_correct: i64,
     /// `phrases_correct / phrases_seen`; null when nothing was seen.
-    #[schema(minimum = 0.0, maximum = 1.0)]
+    #[schema(required = true, minimum = 0.0, maximum = 1.0)]
     pub accuracy: Option<f64>,
     #[schema(minimum = 0)]
     pub xp: i64,
     /// First session (null when there is none).
+    #[schema(required = true)]
     #[serde(serialize_with = "crate::domain::time::option::serialize")]
     pub first_studied_at: Option<DateTime<Utc>>,
     /// Latest session (null when there is none).
+    #[schema(required = true)]
     #[serde(serialize_with = "crate::domain::time::option::serialize")]
     pub last_studied_at: Option<DateTime<Utc>>,
 }

@@ -44,6 +44,7 @@ pub struct Export {
     #[schema(minimum = 0)]
     pub count: usize,
     /// Pass as `cursor` to continue; null at the end.
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 

@@ -17,6 +17,17 @@ use crate::state::AppState;
 
 pub const PREFIX: &str = "/v1/lingo";
 
+/// Whether answers under `path` hold one caller's data (`/me/*`) or learners' progress
+/// (`/analytics/*`): `Cache-Control: private, no-store` on every one of them, errors included.
+pub fn is_private(path: &str) -> bool {
+    let below = |section: &str| {
+        path.strip_prefix(PREFIX)
+            .and_then(|rest| rest.strip_prefix(section))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    below("/me") || below("/analytics")
+}
+
 /// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
 /// paths in the OpenAPI document.
 pub fn router() -> OpenApiRouter<AppState> {

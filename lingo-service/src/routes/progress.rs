@@ -104,7 +104,7 @@ pub struct Xp {
     #[schema(minimum = 0)]
     pub level_floor_xp: i64,
     /// XP at which the next level starts; null at the maximum level.
-    #[schema(minimum = 0)]
+    #[schema(required = true, minimum = 0)]
     pub next_level_xp: Option<i64>,
     /// 0 at the maximum level.
     #[schema(minimum = 0)]

@@ -41,7 +41,8 @@ struct ListQuery {
     #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     offset: Option<i64>,
     /// A `next_cursor` from an earlier page (keyset paging); not together with `offset`. The
-    /// filters given with it must equal the cursor's (those left out are taken from it).
+    /// filters given with it must equal the cursor's (those left out are taken from it). An
+    /// empty `cursor=` is the same as none.
     cursor: Option<String>,
 }
 

@@ -101,7 +101,8 @@ struct FeedQuery {
     #[param(minimum = 0, maximum = 10000, default = 0)]
     #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     offset: Option<i64>,
-    /// A `next_cursor` from an earlier feed page; not together with `offset`.
+    /// A `next_cursor` from an earlier feed page; not together with `offset`. An empty
+    /// `cursor=` is the same as none.
     cursor: Option<String>,
 }
 

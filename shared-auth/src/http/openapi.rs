@@ -1,7 +1,7 @@
 //! OpenAPI pieces every service document shares: the problem-details schema, the bearer security
 //! scheme, and the merge of the services' documents that the gateway serves.
 
-use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
@@ -57,7 +57,7 @@ impl Modify for BearerSecurity {
 }
 
 /// The gateway's document: both services' paths and components under one title, with the
-/// answers only the gateway gives (429, 502, 504) added to every operation.
+/// answers the gateway gives itself added to every operation.
 pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     let mut merged = OpenApiBuilder::new()
         .info(
@@ -66,7 +66,9 @@ pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
                 .version(env!("CARGO_PKG_VERSION"))
                 .description(Some(
                     "The lingo and news APIs behind the gateway. Errors are RFC 9457 problem \
-                     details (application/problem+json) with a stable `code`.",
+                     details (application/problem+json) with a stable `code`. Every answer under \
+                     `/v1` carries the gateway's `RateLimit-Limit`, `RateLimit-Remaining` and \
+                     `RateLimit-Reset` headers (the caller's budget) besides `x-request-id`.",
                 ))
                 .build(),
         )
@@ -78,55 +80,102 @@ pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     merged
 }
 
-fn problem_response(description: &str, headers: &[(&str, &str)]) -> Response {
-    let mut response = ResponseBuilder::new().description(description).content(
-        "application/problem+json",
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("Problem")))
-            .build(),
-    );
-    for (name, about) in headers {
-        response = response.header(
-            *name,
-            HeaderBuilder::new()
-                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
-                .description(Some(*about))
+/// The `x-request-id` header every answer carries, as every document describes it.
+pub fn request_id_header() -> Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(
+            "The request's id: the client's own `x-request-id` when it is 1 to 128 characters \
+             of `[A-Za-z0-9._:-]`, else a generated UUIDv7. Always present.",
+        ))
+        .build()
+}
+
+fn integer_header(description: &str) -> Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+        .description(Some(description))
+        .build()
+}
+
+fn problem_response(description: &str, retry_after: Option<&str>) -> Response {
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
                 .build(),
-        );
+        )
+        .header("x-request-id", request_id_header());
+    if let Some(about) = retry_after {
+        response = response.header("Retry-After", integer_header(about));
     }
     response.build()
 }
 
+/// A 429 of the gateway's rate limiter, with the headers it (like every answer under `/v1`)
+/// carries.
+fn rate_limited_response() -> Response {
+    let mut response = problem_response(
+        "`rate_limited`: the caller's read or write budget at the gateway is spent.",
+        Some("Seconds until the budget refills."),
+    );
+    let headers = [
+        ("RateLimit-Limit", "Requests allowed per window."),
+        ("RateLimit-Remaining", "Requests left in this window."),
+        ("RateLimit-Reset", "Seconds until the window resets."),
+    ];
+    for (name, about) in headers {
+        response
+            .headers
+            .insert(name.to_owned(), RefOr::T(integer_header(about)));
+    }
+    response
+}
+
+/// Adds what the gateway itself may answer to an operation: its own problems (429, 502, 504; 408
+/// while a body arrives; 400 for broken framing; 503 when no replica is ready, beside the
+/// service's own 503s).
 fn add_gateway_responses(document: &mut OpenApi) {
-    let gateway_answers = [
-        (
-            "429",
-            problem_response(
-                "`rate_limited`: the caller's read or write budget at the gateway is spent.",
-                &[
-                    ("Retry-After", "Seconds until the budget refills."),
-                    ("RateLimit-Limit", "Requests allowed per window."),
-                    ("RateLimit-Remaining", "Requests left in this window."),
-                    ("RateLimit-Reset", "Seconds until the window resets."),
-                ],
-            ),
-        ),
+    let own_answers = [
+        ("429", rate_limited_response()),
         (
             "502",
             problem_response(
-                "`upstream_unavailable`: no replica of the service accepted the connection, or it \
-                 closed the connection before answering (gateway).",
-                &[],
+                "`upstream_unavailable`: no replica of the service accepted the connection, it \
+                 closed the connection before answering, or its answer was not valid HTTP \
+                 (gateway).",
+                None,
             ),
         ),
         (
             "504",
             problem_response(
                 "`upstream_timeout`: the service did not answer within the gateway's timeout.",
-                &[],
+                None,
             ),
         ),
     ];
+    let shared_answers = [
+        (
+            "400",
+            "`bad_request` (gateway): the request's framing is broken: a body that ends before \
+             its declared length or bad chunks, or not exactly one `Host`.",
+            None,
+        ),
+        (
+            "503",
+            "`upstream_unavailable` (gateway): no replica of the service is ready (none \
+             configured, or every one marked down); retry after `Retry-After` seconds.",
+            Some("Seconds to wait before retrying"),
+        ),
+    ];
+    let timeout = problem_response(
+        "`request_timeout` (gateway): the request's body was still arriving when the gateway's \
+         upstream timeout passed.",
+        None,
+    );
     for item in document.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -136,12 +185,29 @@ fn add_gateway_responses(document: &mut OpenApi) {
             &mut item.patch,
         ];
         for operation in operations.into_iter().flatten() {
-            for (status, response) in &gateway_answers {
-                operation
-                    .responses
-                    .responses
+            let responses = &mut operation.responses.responses;
+            for (status, response) in &own_answers {
+                responses
                     .entry((*status).to_owned())
                     .or_insert_with(|| RefOr::T(response.clone()));
+            }
+            if operation.request_body.is_some() {
+                responses
+                    .entry("408".to_owned())
+                    .or_insert_with(|| RefOr::T(timeout.clone()));
+            }
+            for (status, description, retry_after) in shared_answers {
+                match responses.get_mut(status) {
+                    Some(RefOr::T(response)) => {
+                        let service_part = response.description.trim_end_matches('.');
+                        response.description = format!("{service_part}. {description}");
+                    }
+                    Some(RefOr::Ref(_)) => {}
+                    None => {
+                        let response = problem_response(description, retry_after);
+                        responses.insert(status.to_owned(), RefOr::T(response));
+                    }
+                }
             }
         }
     }

@@ -85,6 +85,7 @@ pub struct Page<T> {
     pub limit: i64,
     pub offset: i64,
     /// `offset + count`, or null when nothing follows this page.
+    #[schema(required = true)]
     pub next_offset: Option<i64>,
 }
 
