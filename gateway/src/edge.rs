@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, Version, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use shared_auth::Problem;
 use shared_auth::http::serve::method_not_allowed;
-use shared_auth::{Problem, SharedCode};
+use shared_auth::http::stack::{has_one_host, not_one_host};
 
 use crate::AppState;
 use crate::auth::authorize;
@@ -60,9 +61,8 @@ async fn serve(
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
     let (parts, body) = request.into_parts();
-    if !has_one_host(&parts) {
-        return Err(Problem::from_code(SharedCode::BadRequest)
-            .with_detail("an HTTP/1.1 request carries exactly one Host header"));
+    if !has_one_host(parts.version, &parts.headers) {
+        return Err(not_one_host());
     }
     let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
@@ -108,12 +108,6 @@ async fn serve(
         .proxy
         .forward(state.group(route.group), outgoing)
         .await
-}
-
-/// RFC 9112 section 3.2: an HTTP/1.1 request without a `Host` header, or with more than one, is
-/// answered 400 (HTTP/1.0 need not send one).
-fn has_one_host(parts: &axum::http::request::Parts) -> bool {
-    parts.version != Version::HTTP_11 || parts.headers.get_all(header::HOST).iter().count() == 1
 }
 
 /// A path that is no endpoint, or a method its endpoint does not take, gets the service's own 404

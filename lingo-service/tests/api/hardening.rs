@@ -295,6 +295,40 @@ async fn a_pool_busy_for_long_is_overloaded_not_unavailable() {
     assert_eq!(held.await.unwrap(), 201);
 }
 
+/// RFC 9112: an HTTP/1.1 request needs exactly one `Host` (HTTP/1.0 may go without); analytics
+/// tools call the service directly, so it judges as the gateway does.
+#[tokio::test]
+async fn an_http11_request_without_one_host_header_is_400() {
+    let app = spawn_app().await;
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let cases = [
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        ("GET /v1/lingo/languages HTTP/1.0\r\n\r\n", "200"),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            "200",
+        ),
+    ];
+    for (request, status) in cases {
+        let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(&answer[9..12], status, "{request:?}: {answer}");
+        if status == "400" {
+            assert!(answer.contains("\"code\":\"bad_request\""), "{answer}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_half_sent_request_head_is_closed_while_others_are_served() {
     let app = spawn_configured(|config| config.header_read_timeout_ms = 500).await;

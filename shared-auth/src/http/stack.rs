@@ -6,10 +6,15 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderMap, Version, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::SharedCode;
 use crate::http::metrics::{HttpMetrics, instrument};
+use crate::http::problem::Problem;
 use crate::http::request_id::{not_found, request_context};
 
 /// The services' request-body limit (docs: conventions): 128 KiB, so the longest legal comment
@@ -25,5 +30,26 @@ where
     instrument(routes.fallback(not_found), metrics)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
+        .layer(axum::middleware::from_fn(one_host))
         .layer(axum::middleware::from_fn(request_context))
+}
+
+/// RFC 9112 section 3.2: an HTTP/1.1 request without a `Host` header, or with more than one, is
+/// answered 400 (HTTP/1.0 need not send one). The gateway and the services judge alike.
+pub fn has_one_host(version: Version, headers: &HeaderMap) -> bool {
+    version != Version::HTTP_11 || headers.get_all(header::HOST).iter().count() == 1
+}
+
+/// The problem for a request [`has_one_host`] refuses.
+pub fn not_one_host() -> Problem {
+    Problem::from_code(SharedCode::BadRequest)
+        .with_detail("an HTTP/1.1 request carries exactly one Host header")
+}
+
+async fn one_host(request: Request, next: Next) -> Response {
+    if has_one_host(request.version(), request.headers()) {
+        next.run(request).await
+    } else {
+        not_one_host().into_response()
+    }
 }
