@@ -396,6 +396,19 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
     assert_eq!(not_ready.status(), 503);
     assert!(not_ready.headers().contains_key("retry-after"));
     assert_eq!(problem(not_ready).await["code"], "not_ready");
+    // Without keys a token cannot be judged: a retryable 503, never a 401 that tells the client
+    // to throw a good token away.
+    let unjudged = stack
+        .gateway
+        .client
+        .get(stack.gateway.url("/v1/news/me/feed"))
+        .bearer_auth(key.sign(&default_claims("ada")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(unjudged.status(), 503);
+    assert!(unjudged.headers().contains_key("retry-after"));
+    assert_eq!(problem(unjudged).await["code"], "service_unavailable");
 
     *published.lock().expect("lock") = Some(JwkSet {
         keys: vec![key.jwk.clone()],

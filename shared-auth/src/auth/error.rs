@@ -40,7 +40,14 @@ pub enum AuthError {
     InvalidToken(&'static str),
     #[error("the token lacks the scope {0}")]
     InsufficientScope(String),
+    /// No key set could be fetched yet (the JWKS URL was unreachable since start-up): the token
+    /// cannot be judged, which is our outage, not the client's fault.
+    #[error("the token keys could not be loaded yet; retry later")]
+    KeysUnavailable,
 }
+
+/// `Retry-After` of a [`AuthError::KeysUnavailable`] answer.
+const KEYS_RETRY_AFTER_SECS: u32 = 5;
 
 impl AuthError {
     /// The contract code the refusal is answered with.
@@ -50,6 +57,7 @@ impl AuthError {
             Self::InvalidHeader => SharedCode::InvalidAuthorizationHeader,
             Self::InvalidToken(_) => SharedCode::InvalidToken,
             Self::InsufficientScope(_) => SharedCode::InsufficientScope,
+            Self::KeysUnavailable => SharedCode::ServiceUnavailable,
         }
     }
 
@@ -63,10 +71,16 @@ impl AuthError {
             Self::InsufficientScope(scope) => {
                 format!("{REALM}, error=\"insufficient_scope\", scope=\"{scope}\"")
             }
+            Self::KeysUnavailable => REALM.to_owned(),
         }
     }
 
     pub fn to_problem(&self) -> Problem {
+        if matches!(self, Self::KeysUnavailable) {
+            return Problem::from_code(self.code())
+                .with_detail(self.to_string())
+                .with_retry_after(KEYS_RETRY_AFTER_SECS);
+        }
         let challenge = HeaderValue::from_str(&self.www_authenticate())
             .unwrap_or_else(|_| HeaderValue::from_static(REALM));
         Problem::from_code(self.code())

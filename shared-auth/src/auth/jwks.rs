@@ -14,6 +14,9 @@ use tokio::sync::Mutex;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::keys::VerifyingKey;
 
+/// The shortest interval between on-demand fetches while no key set was ever loaded.
+const UNLOADED_MIN_REFRESH: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Clone)]
 pub enum JwksSource {
     File(PathBuf),
@@ -106,6 +109,9 @@ impl JwksStore {
         {
             return Ok(key);
         }
+        if !self.is_loaded() {
+            return Err(AuthError::KeysUnavailable);
+        }
         Err(AuthError::InvalidToken("unknown kid"))
     }
 
@@ -132,7 +138,13 @@ impl JwksStore {
     /// for the background refresher, is running). Returns whether a new set was installed.
     async fn refresh(&self, on_demand: bool) -> bool {
         let mut last = self.last_fetch.lock().await;
-        if on_demand && last.is_some_and(|at| at.elapsed() < self.min_refresh) {
+        // Until a first set is in, tokens wait for it: try again sooner.
+        let min_refresh = if self.is_loaded() {
+            self.min_refresh
+        } else {
+            self.min_refresh.min(UNLOADED_MIN_REFRESH)
+        };
+        if on_demand && last.is_some_and(|at| at.elapsed() < min_refresh) {
             return false;
         }
         *last = Some(Instant::now());
