@@ -238,7 +238,10 @@ mod tests {
             crate::http::metrics::HttpMetrics::builder("test").build(),
         );
         let app = from_fn(name_allowed_methods).layer(router);
-        let request = Request::delete("/thing").body(Body::empty()).unwrap();
+        let request = Request::delete("/thing")
+            .header(header::HOST, "x")
+            .body(Body::empty())
+            .unwrap();
         let response = app.oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
         let allow = response.headers()[header::ALLOW].clone();
