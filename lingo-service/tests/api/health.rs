@@ -3,7 +3,9 @@
 
 use lingo_service::ServeConfig;
 use serde_json::{Value, json};
-use shared_auth::testing::{auth_config, token};
+use std::time::{Duration, Instant};
+
+use shared_auth::testing::{TestDatabase, auth_config, token};
 
 use crate::helpers::{assert_problem, local, serve, spawn_app};
 
@@ -71,6 +73,52 @@ async fn a_database_that_is_down_gives_503_problems_not_hangs() {
     assert!(
         !body.to_string().contains("127.0.0.1"),
         "no internals: {body}"
+    );
+}
+
+/// A database whose migrations have not run yet (the first install, while the migration job is
+/// pending) or that refuses the service's login cannot serve: the service is not ready and
+/// answers 503 `database_unavailable`, never a 500. Once migrated, it serves without a restart.
+#[tokio::test]
+async fn an_unmigrated_database_or_a_refused_login_is_503_until_it_is_fixed() {
+    let db = TestDatabase::create().await;
+    let address = serve(ServeConfig::new(
+        local(),
+        db.url_for("lingo_app"),
+        auth_config(),
+    ))
+    .await;
+    let refused = ServeConfig::new(local(), db.url_for("no_such_role"), auth_config());
+    let refused_address = serve(refused).await;
+    let client = reqwest::Client::new();
+    let get = |base: &str, path: &str| client.get(format!("{base}{path}")).send();
+
+    for base in [&address, &refused_address] {
+        assert_problem(
+            get(base, "/readyz").await.unwrap(),
+            503,
+            "database_unavailable",
+        )
+        .await;
+        let read = get(base, "/v1/lingo/languages").await.unwrap();
+        assert!(read.headers().contains_key("retry-after"));
+        assert_problem(read, 503, "database_unavailable").await;
+    }
+
+    lingo_service::migrate(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&address, "/readyz").await.unwrap().status() != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready 10 s after the migrations"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        get(&address, "/v1/lingo/languages").await.unwrap().status(),
+        200
     );
 }
 

@@ -88,8 +88,13 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             // 08: connection exception; 57P0x: shutting down / cannot connect now;
-            // 53300: too many connections.
-            code.starts_with("08") || code.starts_with("57P0") || code == "53300"
+            // 53300: too many connections; 28: the login is refused (a role or password that
+            // does not match, as during a half-done rotation); 3D000: no such database;
+            // 3F000, 42P01: no such schema or table (the migrations have not run yet).
+            code.starts_with("08")
+                || code.starts_with("57P0")
+                || code.starts_with("28")
+                || ["53300", "3D000", "3F000", "42P01"].contains(&code.as_ref())
         }),
         _ => false,
     }

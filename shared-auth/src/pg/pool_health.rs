@@ -1,5 +1,5 @@
-//! Whether each database pool can reach its server, checked in the background and kept in
-//! memory, so `/readyz`, `/metrics` and a service's own routing read a state instead of sending a
+//! Whether each database pool can reach its server (and finds its schema migrated), checked in
+//! the background and kept in memory, so `/readyz`, `/metrics` and a service's own routing read a state instead of sending a
 //! query per request. A check uses an idle pooled connection when there is one and a connection
 //! of its own otherwise, so a pool that is merely busy under load still counts as up.
 
@@ -191,9 +191,21 @@ async fn ping(pool: &PgPool) -> bool {
     }
 }
 
+/// Whether the server answers and the pool's schema (the first of its pinned `search_path`) has
+/// been migrated: a database whose migrations have not run yet cannot serve a request either.
 async fn select_one(connection: &mut PgConnection) -> bool {
-    sqlx::query_scalar::<_, i32>("SELECT 1")
-        .fetch_one(connection)
-        .await
-        .is_ok()
+    let migrated = sqlx::query_scalar::<_, bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables \
+           WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations')",
+    )
+    .fetch_one(connection)
+    .await;
+    match migrated {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!("the database answers, but its schema has no migrations applied");
+            false
+        }
+        Err(_) => false,
+    }
 }
