@@ -27,8 +27,19 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
         json!({"status": "ready", "pools": {"primary": "up"}})
     );
 
-    // The same background check is a metric, as at news.
-    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    // The same background check is a metric, as at news, in OpenMetrics text (`_total`
+    // counters, `# EOF`), labelled as such.
+    let metrics = app.get("/metrics", None).await;
+    let content_type = metrics.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text; version=1.0.0"),
+        "{content_type}"
+    );
+    let metrics = metrics.text().await.unwrap();
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
     assert!(
         metrics.contains("lingo_db_pool_up{pool=\"primary\"} 1"),
         "{metrics}"

@@ -175,7 +175,9 @@ pub async fn handler(State(metrics): State<Arc<HttpMetrics>>) -> Response {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
             )],
             text,
         )
