@@ -152,7 +152,10 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
     let log_filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn,h2=warn"));
     let log_layer = match format {
-        LogFormat::Human => tracing_subscriber::fmt::layer().boxed(),
+        // Colours only on a terminal: a log file or pipe gets plain text.
+        LogFormat::Human => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
