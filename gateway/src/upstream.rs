@@ -95,6 +95,13 @@ pub enum NoReplica {
 
 impl UpstreamGroup {
     pub fn new(group: Group, bases: &[Url], cooldown: Duration) -> Self {
+        if bases.is_empty() {
+            // Allowed (a gateway for one service only), but a typo in a manifest looks the same.
+            tracing::warn!(
+                group = group.label(),
+                "no upstream configured for this group: its requests get 503"
+            );
+        }
         Self {
             group,
             replicas: bases
