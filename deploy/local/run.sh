@@ -67,6 +67,11 @@ for port in "$GATEWAY_PORT" "$LINGO_PORT" "$NEWS_PORT"; do
 done
 
 # --- PostgreSQL -----------------------------------------------------------------------------------
+if [ "$(id -u)" = 0 ] && ! as_pg test -x "$state"; then
+  die "PostgreSQL runs as the user postgres, which cannot enter $state: a folder above it is private
+  (as /root is). Clone the repository where other users can enter (under /srv or /tmp, say), or let
+  them pass through each folder above it: chmod o+x <folder>."
+fi
 if [ ! -f "$pg_data/PG_VERSION" ]; then
   say "creating a PostgreSQL cluster in $pg_data"
   mkdir -p "$pg_data"
