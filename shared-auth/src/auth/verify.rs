@@ -167,6 +167,11 @@ impl Verifier {
         let jwks_source = match (&config.auth_jwks_file, &config.auth_jwks_url) {
             (Some(_), Some(_)) => return Err(ConfigError::TwoJwksSources),
             (Some(path), None) => Some(JwksSource::File(path.clone())),
+            (None, Some(url)) if !is_http_url(url) => {
+                return Err(ConfigError::Jwks(format!(
+                    "AUTH_JWKS_URL {url:?} is not an http:// or https:// URL"
+                )));
+            }
             (None, Some(url)) => Some(JwksSource::Url(url.clone())),
             (None, None) => None,
         };
@@ -305,4 +310,35 @@ fn unreadable(part: Unreadable) -> AuthError {
         Unreadable::Header => "malformed token or unsupported alg",
         Unreadable::Signature | Unreadable::Claims => "malformed token",
     })
+}
+
+/// Whether `url` is an absolute http(s) URL with a host, as a JWKS URL must be.
+fn is_http_url(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A JWKS URL that can never be fetched is a configuration error at start-up, not a key set
+    /// that is "not reachable yet" for ever.
+    #[tokio::test]
+    async fn a_jwks_url_that_is_no_http_url_is_refused_at_start_up() {
+        for url in [
+            "not-a-url",
+            "ftp://idp.example/jwks.json",
+            "file:///etc/jwks.json",
+        ] {
+            let mut config = AuthConfig::hs256(&"s".repeat(32));
+            config.auth_algorithms = vec!["RS256".into()];
+            config.auth_jwks_url = Some(url.into());
+            let refused = Verifier::from_config(&config).await;
+            assert!(matches!(refused, Err(ConfigError::Jwks(_))), "{url}");
+        }
+        assert!(is_http_url("https://idp.example/.well-known/jwks.json"));
+        assert!(is_http_url("http://127.0.0.1:9998/jwks.json"));
+    }
 }
