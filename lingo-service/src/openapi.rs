@@ -153,10 +153,11 @@ fn add_standard_responses(operation: &mut Operation) {
     responses.entry("503".to_owned()).or_insert_with(|| {
         RefOr::T(
             problem(
-                "`database_unavailable`: the database cannot be reached; `timeout`: the \
-                 request passed its deadline and was cancelled; `overloaded`: the service is at \
-                 its in-flight limit or no database connection came free in time. Retry after \
-                 `Retry-After` seconds",
+                "`database_unavailable`: the database cannot be used (unreachable, login \
+                 refused, not migrated); `timeout`: the request passed its deadline and was \
+                 cancelled; `overloaded`: the service is at its in-flight limit or no database \
+                 connection came free in time; `service_unavailable`: a token was sent but the \
+                 token keys are not loaded yet. Retry after `Retry-After` seconds",
             )
             .header("Retry-After", retry_after())
             .build(),

@@ -93,9 +93,11 @@ problem_answers! {
         or `idempotency_key_reused` (the key was used with another body). `errors` names the \
         field.";
     Internal => "500", "`internal_error`: the server failed; the problem says nothing more.";
-    Unavailable => "503", "`database_unavailable`: the database is not reachable; `timeout`: the \
-        request passed its deadline and was cancelled; `overloaded`: the service is at its \
-        in-flight limit or no database connection came free in time. Retry after `Retry-After`.",
+    Unavailable => "503", "`database_unavailable`: the database cannot be used (unreachable, \
+        login refused, not migrated); `timeout`: the request passed its deadline and was \
+        cancelled; `overloaded`: the service is at its in-flight limit or no database connection \
+        came free in time; `service_unavailable`: a token was sent but the token keys are not \
+        loaded yet. Retry after `Retry-After`.",
         RETRY_AFTER;
 }
 
