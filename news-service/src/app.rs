@@ -15,16 +15,17 @@ use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState, Pools};
-use crate::{db, idempotency, openapi};
+use crate::{db, idempotency, openapi, routes};
 
 /// Request bodies are at most 128 KiB, the limit shared by both services.
 pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 
 /// The full router: `/v1/news/...`, `/healthz`, `/readyz`, problems for everything else. Only
-/// the resources are under `limits` and the pool-pressure check (both pools), so health checks
-/// and metrics answer under overload.
+/// the resources are under `limits` and the pool-pressure check (both pools), so health checks,
+/// metrics and the document answer under overload and while the database is down.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
-    let (api, _) = openapi::documented_routes();
+    let (api, _) = routes::resources().split_for_parts();
+    let (document, _) = routes::document::router().split_for_parts();
     let api = shared_auth::http::load::guard(api, limits);
     let api = shared_auth::pg::pool_pressure::track(
         api,
@@ -36,7 +37,7 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health =
         shared_auth::pg::health::router_for(state.pools.health(), DATABASE_RETRY_AFTER_SECS);
-    let routes = api.merge(health);
+    let routes = api.merge(document).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics).with_state(state)
 }
 

@@ -16,16 +16,11 @@ use crate::state::AppState;
 /// The full document of the service, every path under `/v1/news`, as
 /// `/v1/news/openapi.json` serves it.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented_routes().1
-}
-
-/// The resource routes with the finished document, before the routes get their state.
-pub fn documented_routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
-    let (router, mut document) = OpenApiRouter::with_openapi(NewsApi::openapi())
+    let (_, mut document) = OpenApiRouter::<AppState>::with_openapi(NewsApi::openapi())
         .merge(routes::router())
         .split_for_parts();
     RequestIdHeader.modify(&mut document);
-    (router, document)
+    document
 }
 
 #[derive(OpenApi)]

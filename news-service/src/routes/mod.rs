@@ -14,11 +14,16 @@ use crate::state::AppState;
 
 /// Every `/v1/news` route with its documentation, in the order the document lists them.
 pub fn router() -> OpenApiRouter<AppState> {
+    resources().merge(document::router())
+}
+
+/// The routes that use the database: all but the document itself, which is served from memory
+/// (and so still answers while the database is down).
+pub fn resources() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(articles::router())
         .merge(comments::router())
         .merge(engagement::router())
         .merge(directory::router())
         .merge(me::router())
-        .merge(document::router())
 }

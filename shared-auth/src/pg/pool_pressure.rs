@@ -18,14 +18,14 @@
 //! passing them along.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{Next, from_fn_with_state};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 
@@ -44,13 +44,17 @@ struct Tracked {
 
 /// What is known of a database's reachability: when a connection to it was last handed out, in
 /// milliseconds since [`EPOCH`] (0: never), and what the background check found last. Keyed by
-/// the database the options point at, which is what "reachable" is about.
+/// the database the options point at and the role they log in as.
 #[derive(Debug, Default)]
 pub struct Reached {
     handed_out: AtomicU64,
-    /// Whether the last background check reached it (false before the first).
-    last_check_up: AtomicBool,
+    /// What the last background check found: [`CHECKED_UP`], [`CHECKED_DOWN`], or 0 before the
+    /// first check.
+    last_check: AtomicU8,
 }
+
+const CHECKED_UP: u8 = 1;
+const CHECKED_DOWN: u8 = 2;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 static REACHED: LazyLock<RwLock<HashMap<String, Arc<Reached>>>> = LazyLock::new(Default::default);
@@ -64,7 +68,12 @@ impl Reached {
 
     /// Records what the background check found.
     pub fn checked(&self, up: bool) {
-        self.last_check_up.store(up, Ordering::Relaxed);
+        let found = if up { CHECKED_UP } else { CHECKED_DOWN };
+        self.last_check.store(found, Ordering::Relaxed);
+    }
+
+    fn last_check(&self) -> u8 {
+        self.last_check.load(Ordering::Relaxed)
     }
 
     fn since(&self, moment: Instant) -> bool {
@@ -78,9 +87,12 @@ fn millis_since_epoch(moment: Instant) -> u64 {
     u64::try_from(moment.saturating_duration_since(*EPOCH).as_millis()).unwrap_or(u64::MAX) + 1
 }
 
+/// The database and the role: what one role can use, another (refused at login, without
+/// rights on the schema) may not.
 fn database_key(options: &PgConnectOptions) -> String {
     format!(
-        "{}:{}/{}",
+        "{}@{}:{}/{}",
+        options.get_username(),
         options.get_host(),
         options.get_port(),
         options.get_database().unwrap_or_default()
@@ -100,23 +112,47 @@ fn reached_for(pool: &PgPool) -> Option<Arc<Reached>> {
     map.get(&key).cloned()
 }
 
-/// Makes `pools` the pools of every request `routes` serve.
+/// The pools of the routes [`track`] wraps, and what is known of their databases.
+struct TrackedPools {
+    pools: Vec<PgPool>,
+    reached: Vec<Arc<Reached>>,
+}
+
+/// Makes `pools` the pools of every request `routes` serve. While the background check finds
+/// every one of their databases down, a request is answered 503 `database_unavailable` at once,
+/// instead of holding its place while it waits out the acquire timeout.
 pub fn track<S>(routes: Router<S>, pools: Vec<PgPool>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    routes.layer(from_fn_with_state(
-        Arc::<[PgPool]>::from(pools),
-        scope_pools,
-    ))
+    let reached = pools
+        .iter()
+        .map(|pool| reached(&pool.connect_options()))
+        .collect();
+    let tracked = Arc::new(TrackedPools { pools, reached });
+    routes.layer(from_fn_with_state(tracked, scope_pools))
 }
 
-async fn scope_pools(State(pools): State<Arc<[PgPool]>>, request: Request, next: Next) -> Response {
-    let tracked = Tracked {
-        pools: pools.to_vec(),
+async fn scope_pools(
+    State(tracked): State<Arc<TrackedPools>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let all_down = tracked
+        .reached
+        .iter()
+        .all(|reached| reached.last_check() == CHECKED_DOWN);
+    if all_down {
+        return crate::pg::pool::unavailable_problem(crate::pg::pool::DATABASE_RETRY_AFTER_SECS)
+            .into_response();
+    }
+    let request_pools = Tracked {
+        pools: tracked.pools.clone(),
         started: Instant::now(),
     };
-    REQUEST.scope(Arc::new(tracked), next.run(request)).await
+    REQUEST
+        .scope(Arc::new(request_pools), next.run(request))
+        .await
 }
 
 /// Whether a `PoolTimedOut` of the current request means the pools were busy, not unreachable
@@ -137,7 +173,7 @@ fn is_busy(pool: &PgPool, request_started: Instant, now: Instant) -> bool {
     let Some(reached) = reached_for(pool) else {
         return false;
     };
-    if reached.last_check_up.load(Ordering::Relaxed) {
+    if reached.last_check() == CHECKED_UP {
         return true;
     }
     let window = pool.options().get_acquire_timeout() + CLASSIFY_SLACK;
