@@ -9,3 +9,4 @@ pub mod metrics;
 pub mod pool;
 pub mod pool_health;
 pub mod pool_pressure;
+pub mod unavailable;

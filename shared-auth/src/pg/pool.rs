@@ -9,12 +9,9 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::http::codes::SharedCode;
 use crate::http::problem::Problem;
 
-/// `Retry-After` of 503 `database_unavailable`, the same at every service: about one background
-/// pool check (`pool_health`), after which a recovered database is seen as up again.
-pub const DATABASE_RETRY_AFTER_SECS: u32 = 2;
+pub use crate::pg::unavailable::{DATABASE_RETRY_AFTER_SECS, unavailable_problem};
 
 /// Options for `url` with `search_path` pinned to `schema`, so the service's SQL is unqualified
 /// and sqlx's migration history lives in the service's own schema whatever the role's defaults.
@@ -107,11 +104,6 @@ fn is_statement_timeout(error: &sqlx::Error) -> bool {
         .as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|code| code == "57014")
-}
-
-/// 503 `database_unavailable`, telling the client to come back after `retry_after_secs`.
-pub fn unavailable_problem(retry_after_secs: u32) -> Problem {
-    Problem::from_code(SharedCode::DatabaseUnavailable).with_retry_after(retry_after_secs)
 }
 
 /// The problem a failed query becomes: a constraint the service names in `on_constraint` (a

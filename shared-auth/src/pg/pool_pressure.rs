@@ -29,6 +29,8 @@ use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 
+use crate::pg::unavailable::{DATABASE_RETRY_AFTER_SECS, unavailable_problem};
+
 /// How long after the acquire timeout a hand-out still counts for a full pool: the time between
 /// sqlx giving up and the error being classified, with room for a loaded machine.
 const CLASSIFY_SLACK: Duration = Duration::from_secs(1);
@@ -143,8 +145,7 @@ async fn scope_pools(
         .iter()
         .all(|reached| reached.last_check() == CHECKED_DOWN);
     if all_down {
-        return crate::pg::pool::unavailable_problem(crate::pg::pool::DATABASE_RETRY_AFTER_SECS)
-            .into_response();
+        return unavailable_problem(DATABASE_RETRY_AFTER_SECS).into_response();
     }
     let request_pools = Tracked {
         pools: tracked.pools.clone(),
