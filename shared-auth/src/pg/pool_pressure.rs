@@ -15,7 +15,8 @@
 //! usable). Pools made by [`lazy_pool`](crate::pg::pool::lazy_pool) record each hand-out, and the
 //! background check its finding, per database; the pools of the request being served are kept in
 //! a task-local set by [`track`], so the error mapping can look at them without every handler
-//! passing them along.
+//! passing them along. [`track`] also answers a request 503 `database_unavailable` at once while
+//! the check finds every one of its databases down.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
