@@ -163,12 +163,20 @@ pub fn a_pool_is_busy() -> bool {
     REQUEST
         .try_with(|tracked| {
             let now = Instant::now();
-            tracked
-                .pools
-                .iter()
-                .any(|pool| is_busy(pool, tracked.started, now))
+            // Which pool timed out is not known: with one database found down (news' primary,
+            // its replica still up), the wait is blamed on that one.
+            let one_down = tracked.pools.iter().any(is_checked_down);
+            !one_down
+                && tracked
+                    .pools
+                    .iter()
+                    .any(|pool| is_busy(pool, tracked.started, now))
         })
         .unwrap_or(false)
+}
+
+fn is_checked_down(pool: &PgPool) -> bool {
+    reached_for(pool).is_some_and(|reached| reached.last_check() == CHECKED_DOWN)
 }
 
 fn is_busy(pool: &PgPool, request_started: Instant, now: Instant) -> bool {
@@ -200,5 +208,32 @@ mod tests {
     #[test]
     fn outside_a_tracked_request_nothing_is_busy() {
         assert!(!a_pool_is_busy());
+    }
+
+    /// news with its primary down and its replica up: a write's timed-out wait is the primary's
+    /// outage (`database_unavailable`), not a busy pool (`overloaded`).
+    #[tokio::test]
+    async fn a_database_found_down_is_blamed_for_the_wait() {
+        let pool = |role: &str| {
+            let options = PgConnectOptions::new()
+                .host("127.0.0.1")
+                .port(1)
+                .username(role)
+                .database("pressure_test");
+            crate::pg::pool::lazy_pool(options, 1, Duration::from_secs(1))
+        };
+        let (primary, replica) = (pool("primary_role"), pool("replica_role"));
+        reached(&primary.connect_options()).checked(false);
+        reached(&replica.connect_options()).checked(true);
+        let busy_with = |pools: Vec<PgPool>| {
+            let tracked = Arc::new(Tracked {
+                pools,
+                started: Instant::now(),
+            });
+            REQUEST.scope(tracked, async { a_pool_is_busy() })
+        };
+        assert!(!busy_with(vec![primary.clone(), replica.clone()]).await);
+        assert!(busy_with(vec![replica]).await, "a reachable database alone");
+        assert!(!busy_with(vec![primary]).await);
     }
 }
