@@ -14,8 +14,8 @@ use tokio::sync::Mutex;
 use crate::auth::error::{AuthError, ConfigError};
 use crate::auth::keys::VerifyingKey;
 
-/// The shortest interval between on-demand fetches while no key set was ever loaded.
-const UNLOADED_MIN_REFRESH: Duration = Duration::from_secs(2);
+/// How often the background refresher tries while no key set was ever loaded.
+const UNLOADED_RETRY: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub enum JwksSource {
@@ -81,12 +81,16 @@ impl JwksStore {
         self.loaded.load(Ordering::Relaxed)
     }
 
+    /// Fetches the set again every `every`, and every 2 s until a first set is in.
     pub fn spawn_refresher(self: Arc<Self>, every: Duration) {
         tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            ticker.tick().await;
             loop {
-                ticker.tick().await;
+                let pause = if self.is_loaded() {
+                    every
+                } else {
+                    every.min(UNLOADED_RETRY)
+                };
+                tokio::time::sleep(pause).await;
                 self.refresh(false).await;
             }
         });
@@ -101,6 +105,11 @@ impl JwksStore {
         if let Some(key) = self.lookup(alg, kid)? {
             return Ok(key);
         }
+        if !self.is_loaded() {
+            // The background refresher is retrying; a request never waits on a key set that
+            // may not answer at all.
+            return Err(AuthError::KeysUnavailable);
+        }
         // Boxed: the refresh (an HTTP fetch) is rare, and inline its future would make every
         // verification's future, and every request future holding one, larger.
         if kid.is_some()
@@ -108,9 +117,6 @@ impl JwksStore {
             && let Some(key) = self.lookup(alg, kid)?
         {
             return Ok(key);
-        }
-        if !self.is_loaded() {
-            return Err(AuthError::KeysUnavailable);
         }
         Err(AuthError::InvalidToken("unknown kid"))
     }
@@ -138,13 +144,7 @@ impl JwksStore {
     /// for the background refresher, is running). Returns whether a new set was installed.
     async fn refresh(&self, on_demand: bool) -> bool {
         let mut last = self.last_fetch.lock().await;
-        // Until a first set is in, tokens wait for it: try again sooner.
-        let min_refresh = if self.is_loaded() {
-            self.min_refresh
-        } else {
-            self.min_refresh.min(UNLOADED_MIN_REFRESH)
-        };
-        if on_demand && last.is_some_and(|at| at.elapsed() < min_refresh) {
+        if on_demand && last.is_some_and(|at| at.elapsed() < self.min_refresh) {
             return false;
         }
         *last = Some(Instant::now());
