@@ -201,7 +201,9 @@ pub fn init_logging(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
-        LogFormat::Human => builder.try_init(),
+        LogFormat::Human => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .try_init(),
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
