@@ -158,7 +158,10 @@ async fn check_forever(
 
 fn log_change(pool: &str, before: PoolState, now: PoolState) {
     match now {
-        PoolState::Down => tracing::warn!(pool, "database pool is down"),
+        PoolState::Down => tracing::warn!(
+            pool,
+            "database pool is down: unreachable, its login refused, or its schema not migrated"
+        ),
         _ if before == PoolState::Down => tracing::info!(pool, "database pool is up again"),
         _ => tracing::debug!(pool, state = now.as_str(), "database pool checked"),
     }
@@ -203,7 +206,8 @@ async fn select_one(connection: &mut PgConnection) -> bool {
     match migrated {
         Ok(true) => true,
         Ok(false) => {
-            tracing::warn!("the database answers, but its schema has no migrations applied");
+            // Logged at each check; the change to "down" is logged once, as a warning.
+            tracing::debug!("the database answers, but its schema has no migrations applied");
             false
         }
         Err(_) => false,
