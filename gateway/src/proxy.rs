@@ -332,6 +332,14 @@ impl Proxy {
         .instrument(span.clone())
         .await;
         let error = match sent {
+            Ok(Ok(response)) if response.status().as_u16() >= 600 => {
+                // HTTP's status codes end at 599 (RFC 9110 15); hyper reads any three digits.
+                self.metrics.upstream_error(label, "bad_response");
+                tracing::warn!(upstream = %replica.base, status = response.status().as_u16(), "upstream answered a status HTTP does not define");
+                return Err(Failure::Final(upstream_unavailable(
+                    "the upstream's answer was not a valid HTTP response",
+                )));
+            }
             Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 // The gateway asks for no upgrade (it strips `Upgrade`); a 101 is a broken answer.
                 self.metrics.upstream_error(label, "bad_response");

@@ -554,6 +554,7 @@ async fn an_unreadable_upstream_answer_is_502_bad_response() {
         "this is not HTTP at all\r\n\r\n",
         "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nabc",
         "HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n",
+        "HTTP/1.1 999 Whatever\r\ncontent-length: 0\r\n\r\n",
         huge_head,
     ];
     for answer in answers {
