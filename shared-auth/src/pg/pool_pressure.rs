@@ -220,7 +220,7 @@ mod tests {
                 .port(1)
                 .username(role)
                 .database("pressure_test");
-            crate::pg::pool::lazy_pool(options, 1, Duration::from_secs(1))
+            sqlx::postgres::PgPoolOptions::new().connect_lazy_with(options)
         };
         let (primary, replica) = (pool("primary_role"), pool("replica_role"));
         reached(&primary.connect_options()).checked(false);
