@@ -97,6 +97,10 @@ async fn start_service(cluster: &ReplicatedCluster, max_lag_ms: u64) -> Service 
     config.read_routing.read_fallback_cooldown_secs = COOLDOWN_SECS;
     config.read_routing.read_acquire_timeout_ms = 500;
     config.read_routing.read_max_lag_ms = max_lag_ms;
+    serve(config).await
+}
+
+async fn serve(config: ServeConfig) -> Service {
     let app = Application::build(config).await.unwrap();
     let address = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
@@ -104,6 +108,19 @@ async fn start_service(cluster: &ReplicatedCluster, max_lag_ms: u64) -> Service 
         address,
         client: Client::new(),
     }
+}
+
+/// A primary and its replica with the news schema and `CATALOGUE`.
+async fn cluster_with_catalogue() -> ReplicatedCluster {
+    let cluster = ReplicatedCluster::create().await;
+    news_service::migrate(&cluster.url_for(Node::Primary, "news_owner"))
+        .await
+        .unwrap();
+    sqlx::raw_sql(CATALOGUE)
+        .execute(&mut admin(&cluster, Node::Primary).await)
+        .await
+        .unwrap();
+    cluster
 }
 
 async fn admin(cluster: &ReplicatedCluster, node: Node) -> PgConnection {
@@ -155,14 +172,7 @@ async fn assert_unavailable(response: Response, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_reads_survive_either_database_node_going_down() {
-    let cluster = ReplicatedCluster::create().await;
-    news_service::migrate(&cluster.url_for(Node::Primary, "news_owner"))
-        .await
-        .unwrap();
-    sqlx::raw_sql(CATALOGUE)
-        .execute(&mut admin(&cluster, Node::Primary).await)
-        .await
-        .unwrap();
+    let cluster = cluster_with_catalogue().await;
     let service = start_service(&cluster, 0).await;
     // The same, but no more than half a second behind the primary.
     let strict = start_service(&cluster, 500).await;
@@ -268,26 +278,14 @@ async fn anonymous_reads_survive_either_database_node_going_down() {
 /// deadline. Waiting for a connection does not catch this: pings and new connections still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_reads_survive_a_replica_whose_queries_stall() {
-    let cluster = ReplicatedCluster::create().await;
-    news_service::migrate(&cluster.url_for(Node::Primary, "news_owner"))
-        .await
-        .unwrap();
-    sqlx::raw_sql(CATALOGUE)
-        .execute(&mut admin(&cluster, Node::Primary).await)
-        .await
-        .unwrap();
+    let cluster = cluster_with_catalogue().await;
     cluster.wait_for_replay().await;
     let proxy = StallingProxy::in_front_of(&cluster.url_for(Node::Replica, "news_app")).await;
     let mut config = ServeConfig::new(cluster.url_for(Node::Primary, "news_app"), auth_config());
     config.database_read_url = Some(proxy.url.clone());
     config.read_routing.read_timeout_ms = 500;
     config.request_timeout_ms = 5_000;
-    let app = Application::build(config).await.unwrap();
-    let service = Service {
-        address: format!("http://127.0.0.1:{}", app.port()),
-        client: Client::new(),
-    };
-    tokio::spawn(app.run_until_stopped());
+    let service = serve(config).await;
 
     assert_eq!(service.anonymous_article("art-1").await, 200);
     assert_eq!(service.fallbacks().await, 0.0, "the replica answered");

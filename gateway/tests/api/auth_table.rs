@@ -398,14 +398,15 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
     assert_eq!(problem(not_ready).await["code"], "not_ready");
     // Without keys a token cannot be judged: a retryable 503, never a 401 that tells the client
     // to throw a good token away.
-    let unjudged = stack
-        .gateway
-        .client
-        .get(stack.gateway.url("/v1/news/me/feed"))
-        .bearer_auth(key.sign(&default_claims("ada")))
-        .send()
-        .await
-        .expect("request");
+    let feed_with_a_token = || {
+        stack
+            .gateway
+            .client
+            .get(stack.gateway.url("/v1/news/me/feed"))
+            .bearer_auth(key.sign(&default_claims("ada")))
+            .send()
+    };
+    let unjudged = feed_with_a_token().await.expect("request");
     assert_eq!(unjudged.status(), 503);
     assert!(unjudged.headers().contains_key("retry-after"));
     assert_eq!(problem(unjudged).await["code"], "service_unavailable");
@@ -421,13 +422,6 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let signed = stack
-        .gateway
-        .client
-        .get(stack.gateway.url("/v1/news/me/feed"))
-        .bearer_auth(key.sign(&default_claims("ada")))
-        .send()
-        .await
-        .expect("request");
+    let signed = feed_with_a_token().await.expect("request");
     assert_eq!(signed.status(), 200);
 }

@@ -42,36 +42,31 @@ async fn lock_sessions(app: &TestApp) -> PgConnection {
 }
 
 async fn running_statements(admin: &mut PgConnection) -> i64 {
+    lingo_app_statements(admin, "state = 'active'").await
+}
+
+async fn statements_waiting_on_a_lock(admin: &mut PgConnection) -> i64 {
+    lingo_app_statements(admin, "wait_event_type = 'Lock'").await
+}
+
+/// The service's statements in this test's database that meet `condition` (SQL on
+/// `pg_stat_activity`).
+async fn lingo_app_statements(admin: &mut PgConnection, condition: &str) -> i64 {
     // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
     sqlx::query("SELECT pg_stat_clear_snapshot()")
         .execute(&mut *admin)
         .await
         .unwrap();
-    sqlx::query_scalar(
+    sqlx::query_scalar(&format!(
         "SELECT count(*) FROM pg_stat_activity
-         WHERE usename = 'lingo_app' AND state = 'active' AND datname = current_database()",
-    )
+         WHERE usename = 'lingo_app' AND datname = current_database() AND {condition}"
+    ))
     .fetch_one(admin)
     .await
     .unwrap()
 }
 
 /// Starts a session POST in the background (it blocks while `lock_sessions` holds).
-async fn statements_waiting_on_a_lock(admin: &mut PgConnection) -> i64 {
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut *admin)
-        .await
-        .unwrap();
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE usename = 'lingo_app' AND wait_event_type = 'Lock'
-           AND datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
-}
-
 fn post_in_background(app: &TestApp) -> tokio::task::JoinHandle<u16> {
     let request = app
         .client
