@@ -40,8 +40,9 @@ tokio::task_local! {
     static REQUEST: Arc<Tracked>;
 }
 
+/// The request being served: its pools and when it started.
 struct Tracked {
-    pools: Vec<PgPool>,
+    pools: Arc<TrackedPools>,
     started: Instant,
 }
 
@@ -79,6 +80,10 @@ impl Reached {
         self.last_check.load(Ordering::Relaxed)
     }
 
+    fn is_checked_down(&self) -> bool {
+        self.last_check() == CHECKED_DOWN
+    }
+
     fn since(&self, moment: Instant) -> bool {
         let last = self.handed_out.load(Ordering::Relaxed);
         last != 0 && last >= millis_since_epoch(moment)
@@ -109,16 +114,20 @@ pub fn reached(options: &PgConnectOptions) -> Arc<Reached> {
     map.entry(key).or_default().clone()
 }
 
-fn reached_for(pool: &PgPool) -> Option<Arc<Reached>> {
-    let key = database_key(&pool.connect_options());
-    let map = REACHED.read().unwrap_or_else(PoisonError::into_inner);
-    map.get(&key).cloned()
-}
+/// The pools of the routes [`track`] wraps, each with what is known of its database.
+struct TrackedPools(Vec<(PgPool, Arc<Reached>)>);
 
-/// The pools of the routes [`track`] wraps, and what is known of their databases.
-struct TrackedPools {
-    pools: Vec<PgPool>,
-    reached: Vec<Arc<Reached>>,
+impl TrackedPools {
+    fn new(pools: Vec<PgPool>) -> Self {
+        let with_reached = pools
+            .into_iter()
+            .map(|pool| {
+                let reached = reached(&pool.connect_options());
+                (pool, reached)
+            })
+            .collect();
+        Self(with_reached)
+    }
 }
 
 /// Makes `pools` the pools of every request `routes` serve. While the background check finds
@@ -128,33 +137,25 @@ pub fn track<S>(routes: Router<S>, pools: Vec<PgPool>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    let reached = pools
-        .iter()
-        .map(|pool| reached(&pool.connect_options()))
-        .collect();
-    let tracked = Arc::new(TrackedPools { pools, reached });
-    routes.layer(from_fn_with_state(tracked, scope_pools))
+    routes.layer(from_fn_with_state(
+        Arc::new(TrackedPools::new(pools)),
+        scope_pools,
+    ))
 }
 
 async fn scope_pools(
-    State(tracked): State<Arc<TrackedPools>>,
+    State(pools): State<Arc<TrackedPools>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let all_down = tracked
-        .reached
-        .iter()
-        .all(|reached| reached.last_check() == CHECKED_DOWN);
-    if all_down {
+    if pools.0.iter().all(|(_, reached)| reached.is_checked_down()) {
         return unavailable_problem(DATABASE_RETRY_AFTER_SECS).into_response();
     }
-    let request_pools = Tracked {
-        pools: tracked.pools.clone(),
+    let tracked = Tracked {
+        pools,
         started: Instant::now(),
     };
-    REQUEST
-        .scope(Arc::new(request_pools), next.run(request))
-        .await
+    REQUEST.scope(Arc::new(tracked), next.run(request)).await
 }
 
 /// Whether a `PoolTimedOut` of the current request means the pools were busy, not unreachable
@@ -165,24 +166,17 @@ pub fn a_pool_is_busy() -> bool {
             let now = Instant::now();
             // Which pool timed out is not known: with one database found down (news' primary,
             // its replica still up), the wait is blamed on that one.
-            let one_down = tracked.pools.iter().any(is_checked_down);
+            let pools = &tracked.pools.0;
+            let one_down = pools.iter().any(|(_, reached)| reached.is_checked_down());
             !one_down
-                && tracked
-                    .pools
+                && pools
                     .iter()
-                    .any(|pool| is_busy(pool, tracked.started, now))
+                    .any(|(pool, reached)| is_busy(pool, reached, tracked.started, now))
         })
         .unwrap_or(false)
 }
 
-fn is_checked_down(pool: &PgPool) -> bool {
-    reached_for(pool).is_some_and(|reached| reached.last_check() == CHECKED_DOWN)
-}
-
-fn is_busy(pool: &PgPool, request_started: Instant, now: Instant) -> bool {
-    let Some(reached) = reached_for(pool) else {
-        return false;
-    };
+fn is_busy(pool: &PgPool, reached: &Reached, request_started: Instant, now: Instant) -> bool {
     if reached.last_check() == CHECKED_UP {
         return true;
     }
@@ -227,7 +221,7 @@ mod tests {
         reached(&replica.connect_options()).checked(true);
         let busy_with = |pools: Vec<PgPool>| {
             let tracked = Arc::new(Tracked {
-                pools,
+                pools: Arc::new(TrackedPools::new(pools)),
                 started: Instant::now(),
             });
             REQUEST.scope(tracked, async { a_pool_is_busy() })
