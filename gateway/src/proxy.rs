@@ -332,24 +332,12 @@ impl Proxy {
         .instrument(span.clone())
         .await;
         let error = match sent {
-            Ok(Ok(response)) if response.status().as_u16() >= 600 => {
-                // HTTP's status codes end at 599 (RFC 9110 15); hyper reads any three digits.
-                self.metrics.upstream_error(label, "bad_response");
-                tracing::warn!(upstream = %replica.base, status = response.status().as_u16(), "upstream answered a status HTTP does not define");
-                return Err(Failure::Final(upstream_unavailable(
-                    "the upstream's answer was not a valid HTTP response",
-                )));
-            }
-            Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
-                // The gateway asks for no upgrade (it strips `Upgrade`); a 101 is a broken answer.
-                self.metrics.upstream_error(label, "bad_response");
-                tracing::warn!(upstream = %replica.base, "upstream switched protocols unasked");
-                return Err(Failure::Final(upstream_unavailable(
-                    "the upstream answered 101 Switching Protocols to a plain request",
-                )));
-            }
             Ok(Ok(response)) => {
-                span.record("http.response.status_code", response.status().as_u16());
+                let status = response.status();
+                if let Some(detail) = broken_status(status) {
+                    return Err(self.bad_response(label, replica, detail, &status));
+                }
+                span.record("http.response.status_code", status.as_u16());
                 return Ok(into_response(response));
             }
             Ok(Err(error)) => error,
@@ -393,17 +381,42 @@ impl Proxy {
         }
         // The request may have been (partly) sent: never retried.
         if error.is_unreadable_answer() {
-            self.metrics.upstream_error(label, "bad_response");
-            tracing::warn!(upstream = %replica.base, error = %error, "upstream answered with something that is not HTTP/1.1");
-            return Err(Failure::Final(upstream_unavailable(
-                "the upstream's answer was not a valid HTTP response",
-            )));
+            return Err(self.bad_response(label, replica, NOT_HTTP, &error));
         }
         self.metrics.upstream_error(label, "reset");
         tracing::warn!(upstream = %replica.base, error = %error, "upstream failed after the request was sent");
         Err(Failure::Final(upstream_unavailable(
             "the upstream closed the connection before answering",
         )))
+    }
+
+    /// An answer the client cannot be given (`cause` says what was wrong): 502, counted as
+    /// `bad_response`.
+    fn bad_response(
+        &self,
+        label: &'static str,
+        replica: &Replica,
+        detail: &'static str,
+        cause: &dyn std::fmt::Display,
+    ) -> Failure {
+        self.metrics.upstream_error(label, "bad_response");
+        tracing::warn!(upstream = %replica.base, %cause, "upstream gave a broken answer");
+        Failure::Final(upstream_unavailable(detail))
+    }
+}
+
+const NOT_HTTP: &str = "the upstream's answer was not a valid HTTP response";
+
+/// Why an answer with this status cannot be passed on, if it cannot.
+fn broken_status(status: StatusCode) -> Option<&'static str> {
+    if status.as_u16() >= 600 {
+        // HTTP's status codes end at 599 (RFC 9110 15); hyper reads any three digits.
+        Some(NOT_HTTP)
+    } else if status == StatusCode::SWITCHING_PROTOCOLS {
+        // The gateway asks for no upgrade (it strips `Upgrade`): a 101 is a broken answer.
+        Some("the upstream answered 101 Switching Protocols to a plain request")
+    } else {
+        None
     }
 }
 
