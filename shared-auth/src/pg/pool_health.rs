@@ -1,7 +1,8 @@
 //! Whether each database pool can reach its server (and finds its schema migrated), checked in
-//! the background and kept in memory, so `/readyz`, `/metrics` and a service's own routing read a state instead of sending a
-//! query per request. A check uses an idle pooled connection when there is one and a connection
-//! of its own otherwise, so a pool that is merely busy under load still counts as up.
+//! the background and kept in memory, so `/readyz`, `/metrics` and a service's own routing read a
+//! state instead of sending a query per request. A check uses an idle pooled connection when
+//! there is one and a connection of its own otherwise, so a pool that is merely busy under load
+//! still counts as up.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,13 +178,13 @@ async fn check(pool: &PgPool, timeout: Duration) -> bool {
 async fn ping(pool: &PgPool) -> bool {
     // A connection left over from before a server restart fails once; a new one decides.
     if let Some(mut idle) = pool.try_acquire()
-        && select_one(&mut idle).await
+        && can_serve(&mut idle).await
     {
         return true;
     }
     match PgConnection::connect_with(&pool.connect_options()).await {
         Ok(mut own) => {
-            let up = select_one(&mut own).await;
+            let up = can_serve(&mut own).await;
             let _ = own.close().await;
             up
         }
@@ -196,7 +197,7 @@ async fn ping(pool: &PgPool) -> bool {
 
 /// Whether the server answers and the pool's schema (the first of its pinned `search_path`) has
 /// been migrated: a database whose migrations have not run yet cannot serve a request either.
-async fn select_one(connection: &mut PgConnection) -> bool {
+async fn can_serve(connection: &mut PgConnection) -> bool {
     let migrated = sqlx::query_scalar::<_, bool>(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables \
            WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations')",
