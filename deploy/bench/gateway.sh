@@ -11,7 +11,7 @@
 # 2000), and every step is time-bounded. Everything stays on 127.0.0.1; every process it starts
 # is stopped on exit (PostgreSQL included).
 #
-# Environment: STEP_SECS (2), ROUNDS (8), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
+# Environment: STEP_SECS (2), ROUNDS (16), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
 # (55480), PERF (1), INSTRUCTIONS (1: count instructions per request under valgrind), BENCH_STATE
 # (.local/bench-gateway), BUILD=0 (use the release binaries as built), ROUTES / ALGS
 # (space-separated subsets, to iterate on one case).
@@ -20,9 +20,12 @@ source "$(dirname "$0")/lib.sh"
 
 # Many short rounds rather than a few long ones: the VM's speed drifts in plateaus of a few
 # seconds (the direct call alone goes from 9,800 to 12,500 req/s and back within a minute), so
-# steps close together in time compare fairly, and more rounds steady the medians.
+# steps close together in time compare fairly, and more rounds steady the medians. Sixteen rounds
+# (about 20 minutes): with eight, a slow plateau that falls on two or three steps of one contender
+# (every process on the VM then needs 15-40% more CPU per request, the direct call included) moved
+# that contender's median by up to 8%, more than the gap the goals ask about.
 STEP_SECS=${STEP_SECS:-2}
-ROUNDS=${ROUNDS:-8}
+ROUNDS=${ROUNDS:-16}
 LEARNERS=${LEARNERS:-2000}
 PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
