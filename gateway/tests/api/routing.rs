@@ -280,7 +280,7 @@ async fn route_and_method_are_judged_before_a_body_over_the_limit() {
     assert_eq!(stack.hits(), 0, "nothing reached a service");
 }
 
-/// RFC 9112: an HTTP/1.1 request needs exactly one `Host`; HTTP/1.0 may go without.
+/// RFC 9112: an HTTP/1.1 request needs exactly one `Host`, not a list; HTTP/1.0 may go without.
 #[tokio::test]
 async fn an_http11_request_without_one_host_header_is_400() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -297,6 +297,7 @@ async fn an_http11_request_without_one_host_header_is_400() {
     for head in [
         "GET /v1/news/articles HTTP/1.1\r\nconnection: close\r\n\r\n",
         "GET /v1/news/articles HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
+        "GET /v1/news/articles HTTP/1.1\r\nhost: a, b\r\nconnection: close\r\n\r\n",
     ] {
         let answer = send(head).await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{head:?}: {answer}");

@@ -290,8 +290,8 @@ async fn a_pool_busy_for_long_is_overloaded_not_unavailable() {
     assert_eq!(held.await.unwrap(), 201);
 }
 
-/// RFC 9112: an HTTP/1.1 request needs exactly one `Host` (HTTP/1.0 may go without); analytics
-/// tools call the service directly, so it judges as the gateway does.
+/// RFC 9112: an HTTP/1.1 request needs exactly one `Host`, a host and optional port (HTTP/1.0 may
+/// go without); analytics tools call the service directly, so it judges as the gateway does.
 #[tokio::test]
 async fn an_http11_request_without_one_host_header_is_400() {
     let app = spawn_app().await;
@@ -305,9 +305,21 @@ async fn an_http11_request_without_one_host_header_is_400() {
             "GET /v1/lingo/languages HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
             "400",
         ),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: a, b\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: user@a\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
         ("GET /v1/lingo/languages HTTP/1.0\r\n\r\n", "200"),
         (
             "GET /v1/lingo/languages HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            "200",
+        ),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: [::1]:8081\r\nconnection: close\r\n\r\n",
             "200",
         ),
     ];
