@@ -277,6 +277,8 @@ pub struct PooledBody {
     idle_timeout: Duration,
     /// Armed only while a piece is awaited: the usual body is there at once and pays nothing.
     stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The piece [`Self::read_first_piece`] read ahead, handed out first.
+    first: Option<http_body::Frame<Bytes>>,
 }
 
 impl PooledBody {
@@ -292,7 +294,24 @@ impl PooledBody {
             ended: false,
             idle_timeout,
             stall: None,
+            first: None,
         }
+    }
+
+    /// Reads the body's first piece (or its end) ahead and keeps it to be handed out first. Until
+    /// it is there nothing of the answer has gone to the client, so the proxy can still answer
+    /// an upstream that breaks off before its body with a problem instead of an empty reply.
+    /// The caller bounds the wait (the stall timer is for the pieces after it).
+    pub async fn read_first_piece(&mut self) -> Result<(), hyper::Error> {
+        if self.body.is_end_stream() {
+            return Ok(());
+        }
+        match std::future::poll_fn(|cx| Pin::new(&mut self.body).poll_frame(cx)).await {
+            Some(Ok(frame)) => self.first = Some(frame),
+            Some(Err(error)) => return Err(error),
+            None => self.ended = true,
+        }
+        Ok(())
     }
 }
 
@@ -304,6 +323,9 @@ impl http_body::Body for PooledBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(first)));
+        }
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         match &polled {
             Poll::Pending => {
@@ -326,11 +348,21 @@ impl http_body::Body for PooledBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.first.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+        let rest = self.body.size_hint();
+        let Some(first) = self.first.as_ref().and_then(http_body::Frame::data_ref) else {
+            return rest;
+        };
+        let first = first.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(rest.lower() + first);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + first);
+        }
+        hint
     }
 }
 

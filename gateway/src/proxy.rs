@@ -332,11 +332,13 @@ impl Proxy {
         .instrument(span.clone())
         .await;
         let error = match sent {
-            Ok(Ok(response)) => {
+            Ok(Ok(mut response)) => {
                 let status = response.status();
                 if let Some(detail) = broken_status(status) {
                     return Err(self.bad_response(label, replica, detail, &status));
                 }
+                self.first_piece(label, replica, response.body_mut(), deadline)
+                    .await?;
                 span.record("http.response.status_code", status.as_u16());
                 return Ok(into_response(response));
             }
@@ -388,6 +390,34 @@ impl Proxy {
         Err(Failure::Final(upstream_unavailable(
             "the upstream closed the connection before answering",
         )))
+    }
+
+    /// Waits, until `deadline`, for the first piece of the answer's body: an upstream that closes
+    /// the connection after the head of its answer, before any of its body, is 502 like one that
+    /// closes it before answering, and one that stops there is 504 (nothing has gone to the
+    /// client yet). The usual body is there with its head and costs no wait.
+    async fn first_piece(
+        &self,
+        label: &'static str,
+        replica: &Replica,
+        body: &mut PooledBody,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), Failure> {
+        match tokio::time::timeout_at(deadline, body.read_first_piece()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
+                self.metrics.upstream_error(label, "reset");
+                tracing::warn!(upstream = %replica.base, %error, "upstream broke off before its answer's body");
+                Err(Failure::Final(upstream_unavailable(
+                    "the upstream closed the connection before its answer's body",
+                )))
+            }
+            Err(_elapsed) => {
+                self.metrics.upstream_error(label, "timeout");
+                tracing::warn!(upstream = %replica.base, "upstream sent no body within the timeout");
+                Err(Failure::Final(upstream_timeout()))
+            }
+        }
     }
 
     /// An answer the client cannot be given (`cause` says what was wrong): 502, counted as

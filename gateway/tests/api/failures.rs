@@ -427,6 +427,29 @@ async fn a_response_body_that_stalls_is_cut_off_at_the_upstream_timeout() {
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
 }
 
+/// Until the first byte of an answer's body is there, nothing has gone to the client: an upstream
+/// that sends a head and then closes the connection is 502 (not an empty reply), and one that
+/// sends a head and then nothing is 504 at the upstream timeout.
+#[tokio::test]
+async fn an_answer_that_stops_after_its_head_is_502_or_504() {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
+    for (hold_open, status, code) in [
+        (false, 502, "upstream_unavailable"),
+        (true, 504, "upstream_timeout"),
+    ] {
+        let replica = fixed_answer_replica(head, hold_open).await;
+        let mut config = gateway::config::GatewayConfig::for_tests(&[], &[replica]);
+        config.rate_limit_enabled = false;
+        config.upstream_timeout_ms = 300;
+        let gateway = TestGateway::start(config).await;
+        let response = gateway.get("/v1/news/articles").await;
+        let got = response.status();
+        let body = problem(response).await;
+        assert_eq!(got, status, "{body}");
+        assert_eq!(body["code"], code);
+    }
+}
+
 /// What no service serves is 404 or 405 from the gateway whether or not a replica is up, with or
 /// without a token: the route table, not the upstream, decides.
 #[tokio::test]
