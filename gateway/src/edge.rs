@@ -9,8 +9,8 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared_auth::Problem;
+use shared_auth::http::host::{has_one_host, not_one_host};
 use shared_auth::http::serve::method_not_allowed;
-use shared_auth::http::stack::{has_one_host, not_one_host};
 
 use crate::AppState;
 use crate::auth::authorize;
