@@ -266,6 +266,21 @@ fn put_idle(pool: usize, sender: SendRequest<OutBody>) {
     });
 }
 
+/// Whether a body error is broken framing (bad chunk sizes and the like: not HTTP/1.1) rather than
+/// a connection that closed or failed before the body's end.
+pub fn is_broken_framing(error: &hyper::Error) -> bool {
+    use std::error::Error as _;
+    error
+        .source()
+        .and_then(|cause| cause.downcast_ref::<std::io::Error>())
+        .is_some_and(|cause| {
+            matches!(
+                cause.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            )
+        })
+}
+
 /// An upstream response body that returns its connection to the pool once it has been read to
 /// the end. A body dropped before its end takes the connection with it (hyper closes it). A body
 /// that stalls for `idle_timeout` between two pieces ends in an error: the client's connection
@@ -348,10 +363,14 @@ impl http_body::Body for PooledBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.body.is_end_stream()
+        self.first.is_none() && (self.ended || self.body.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
+        if self.is_end_stream() {
+            // A chunked body found empty by `read_first_piece` goes out with `Content-Length: 0`.
+            return http_body::SizeHint::with_exact(0);
+        }
         let rest = self.body.size_hint();
         let Some(first) = self.first.as_ref().and_then(http_body::Frame::data_ref) else {
             return rest;

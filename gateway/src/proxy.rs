@@ -15,7 +15,7 @@ use axum::response::Response;
 use shared_auth::{Problem, SharedCode};
 use tracing::Instrument;
 
-use crate::client::{BodyState, OutBody, PooledBody, SendError, UpstreamClient};
+use crate::client::{BodyState, OutBody, PooledBody, SendError, UpstreamClient, is_broken_framing};
 use crate::client_addr::ClientAddr;
 use crate::metrics::Metrics;
 use crate::upstream::{NoReplica, Replica, UpstreamGroup};
@@ -337,25 +337,15 @@ impl Proxy {
                 if let Some(detail) = broken_status(status) {
                     return Err(self.bad_response(label, replica, detail, &status));
                 }
-                self.first_piece(label, replica, response.body_mut(), deadline)
+                let body = response.body_mut();
+                self.first_piece(label, replica, body, body_state.as_deref(), deadline)
+                    .instrument(span.clone())
                     .await?;
                 span.record("http.response.status_code", status.as_u16());
                 return Ok(into_response(response));
             }
             Ok(Err(error)) => error,
-            Err(_elapsed) if body_state.as_ref().is_some_and(|b| b.still_arriving()) => {
-                // The upstream was still reading the client's body: the client's slowness.
-                tracing::info!(upstream = %replica.base, "the request body was still arriving at the upstream timeout");
-                return Err(Failure::Final(
-                    Problem::from_code(SharedCode::RequestTimeout)
-                        .with_detail("the request body did not arrive within the upstream timeout"),
-                ));
-            }
-            Err(_elapsed) => {
-                self.metrics.upstream_error(label, "timeout");
-                tracing::warn!(upstream = %replica.base, "upstream timed out");
-                return Err(Failure::Final(upstream_timeout()));
-            }
+            Err(_elapsed) => return Err(self.timed_out(label, replica, body_state.as_deref())),
         };
         let body_polled = body_state.as_ref().is_some_and(|b| b.was_polled());
         if matches!(error, SendError::NotSent(_)) && !body_polled {
@@ -401,10 +391,14 @@ impl Proxy {
         label: &'static str,
         replica: &Replica,
         body: &mut PooledBody,
+        request_body: Option<&BodyState>,
         deadline: tokio::time::Instant,
     ) -> Result<(), Failure> {
         match tokio::time::timeout_at(deadline, body.read_first_piece()).await {
             Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) if is_broken_framing(&error) => {
+                Err(self.bad_response(label, replica, NOT_HTTP, &error))
+            }
             Ok(Err(error)) => {
                 self.metrics.upstream_error(label, "reset");
                 tracing::warn!(upstream = %replica.base, %error, "upstream broke off before its answer's body");
@@ -412,12 +406,28 @@ impl Proxy {
                     "the upstream closed the connection before its answer's body",
                 )))
             }
-            Err(_elapsed) => {
-                self.metrics.upstream_error(label, "timeout");
-                tracing::warn!(upstream = %replica.base, "upstream sent no body within the timeout");
-                Err(Failure::Final(upstream_timeout()))
-            }
+            Err(_elapsed) => Err(self.timed_out(label, replica, request_body)),
         }
+    }
+
+    /// The upstream timeout passed: 504, unless the upstream was still reading the client's
+    /// body (the client's slowness: 408, not counted as an upstream failure).
+    fn timed_out(
+        &self,
+        label: &'static str,
+        replica: &Replica,
+        request_body: Option<&BodyState>,
+    ) -> Failure {
+        if request_body.is_some_and(BodyState::still_arriving) {
+            tracing::info!(upstream = %replica.base, "the request body was still arriving at the upstream timeout");
+            return Failure::Final(
+                Problem::from_code(SharedCode::RequestTimeout)
+                    .with_detail("the request body did not arrive within the upstream timeout"),
+            );
+        }
+        self.metrics.upstream_error(label, "timeout");
+        tracing::warn!(upstream = %replica.base, "upstream timed out");
+        Failure::Final(upstream_timeout())
     }
 
     /// An answer the client cannot be given (`cause` says what was wrong): 502, counted as

@@ -450,6 +450,35 @@ async fn an_answer_that_stops_after_its_head_is_502_or_504() {
     }
 }
 
+/// The first piece of a body is read before the answer goes on: broken chunk framing there is a
+/// broken answer (502 `bad_response`), and a chunked body found empty goes out as an empty body
+/// of length 0.
+#[tokio::test]
+async fn the_first_piece_of_a_chunked_body_is_judged_before_the_answer_goes_on() {
+    let broken = fixed_answer_replica(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+        true,
+    )
+    .await;
+    let gateway = gateway_in_front_of(&broken).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    assert!(metrics.contains("kind=\"bad_response\""), "{metrics}");
+
+    let empty = fixed_answer_replica(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+        true,
+    )
+    .await;
+    let gateway = gateway_in_front_of(&empty).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-length"], "0");
+    assert!(response.bytes().await.expect("body").is_empty());
+}
+
 /// What no service serves is 404 or 405 from the gateway whether or not a replica is up, with or
 /// without a token: the route table, not the upstream, decides.
 #[tokio::test]

@@ -144,15 +144,16 @@ fn add_gateway_responses(document: &mut OpenApi) {
             "502",
             problem_response(
                 "`upstream_unavailable`: no replica of the service accepted the connection, it \
-                 closed the connection before answering, or its answer was not valid HTTP \
-                 (gateway).",
+                 closed the connection before answering (or before the first byte of its \
+                 answer's body), or its answer was not valid HTTP (gateway).",
                 None,
             ),
         ),
         (
             "504",
             problem_response(
-                "`upstream_timeout`: the service did not answer within the gateway's timeout.",
+                "`upstream_timeout`: the service did not answer (or sent the head of its answer \
+                 but none of its body) within the gateway's timeout.",
                 None,
             ),
         ),
@@ -161,7 +162,8 @@ fn add_gateway_responses(document: &mut OpenApi) {
         (
             "400",
             "`bad_request` (gateway): the request's framing is broken: a body that ends before \
-             its declared length or bad chunks, or not exactly one `Host`.",
+             its declared length or bad chunks, or not exactly one `Host` of the form \
+             `host[:port]`.",
             None,
         ),
         (
