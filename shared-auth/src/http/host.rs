@@ -27,8 +27,9 @@ pub fn has_one_host(version: Version, headers: &HeaderMap) -> bool {
 
 /// The problem for a request [`has_one_host`] refuses.
 pub fn not_one_host() -> Problem {
-    Problem::from_code(SharedCode::BadRequest)
-        .with_detail("a request carries one Host header (HTTP/1.1 must), a host and optional port")
+    Problem::from_code(SharedCode::BadRequest).with_detail(
+        "a request needs one Host header (HTTP/1.0 may send none): a host and optional port",
+    )
 }
 
 /// `uri-host [ ":" port ]`: an IPv6 literal in brackets or a name (which covers IPv4
