@@ -66,7 +66,7 @@ async fn serve(
     }
     let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
-    let path_and_query = routes::normalize(&parts.uri).ok_or_else(not_found)?;
+    let path_and_query = routes::upstream_target(&parts.uri).ok_or_else(not_found)?;
     let route = routes::classify(path_and_query.as_str(), &parts.method).ok_or_else(not_found)?;
     // What no service serves is the service's 404 or 405, answered here whatever the token and
     // whether or not a replica is up.
