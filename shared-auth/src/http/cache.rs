@@ -65,10 +65,12 @@ pub fn json_read<T: Serialize>(
     let etag_value =
         HeaderValue::from_str(&etag).unwrap_or_else(|_| HeaderValue::from_static("\"\""));
     let cache = HeaderValue::from_static(PUBLIC);
+    // Every `If-None-Match` line counts: a list may be split over several (RFC 9110 5.3).
     let matches = request_headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| none_match(v, &etag));
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| none_match(v, &etag));
     if matches {
         let headers = [
             (header::ETAG, etag_value),
@@ -124,5 +126,24 @@ mod tests {
         for (header, expected) in table {
             assert_eq!(none_match(header, tag), expected, "{header:?}");
         }
+    }
+
+    #[test]
+    fn a_tag_on_any_if_none_match_line_gives_304() {
+        let body = serde_json::json!({"a": 1});
+        let etag = etag_of(&serde_json::to_vec(&body).expect("json"));
+        let mut headers = HeaderMap::new();
+        headers.append(header::IF_NONE_MATCH, HeaderValue::from_static("\"x\""));
+        headers.append(
+            header::IF_NONE_MATCH,
+            HeaderValue::from_str(&etag).expect("a tag"),
+        );
+        assert_eq!(
+            json_read(&headers, false, &body).status(),
+            StatusCode::NOT_MODIFIED
+        );
+        headers.remove(header::IF_NONE_MATCH);
+        headers.append(header::IF_NONE_MATCH, HeaderValue::from_static("\"x\""));
+        assert_eq!(json_read(&headers, false, &body).status(), StatusCode::OK);
     }
 }
