@@ -88,7 +88,11 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, AuthError> {
         .iter()
         .position(|&byte| byte == b' ')
         .ok_or(AuthError::InvalidHeader)?;
-    let (scheme, token) = (&bytes[..space], &bytes[space + 1..]);
+    // RFC 6750 2.1: the scheme, one or more spaces, the token.
+    let (scheme, mut token) = (&bytes[..space], &bytes[space + 1..]);
+    while let [b' ', rest @ ..] = token {
+        token = rest;
+    }
     // One word of visible ASCII: no space, tab, comma or control character.
     // A fold rather than `all`: without an early exit the compiler checks many bytes at once.
     let token_is_one_word = !token.is_empty()
@@ -322,6 +326,40 @@ fn is_http_url(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bearer_of(value: &'static str) -> Result<Option<String>, AuthError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            value.parse().expect("a header value"),
+        );
+        bearer_token(&headers).map(|token| token.map(str::to_owned))
+    }
+
+    /// RFC 6750 2.1: `Bearer`, one or more spaces, one token.
+    #[test]
+    fn the_token_follows_the_scheme_and_one_or_more_spaces() {
+        for value in ["Bearer abc.def", "bearer  abc.def", "BEARER    abc.def"] {
+            assert_eq!(
+                bearer_of(value).ok().flatten().as_deref(),
+                Some("abc.def"),
+                "{value:?}"
+            );
+        }
+        for value in [
+            "Bearer",
+            "Bearer ",
+            "Bearer   ",
+            "Bearer a b",
+            "Bearer\tabc",
+            "Basic abc",
+        ] {
+            assert!(
+                matches!(bearer_of(value), Err(AuthError::InvalidHeader)),
+                "{value:?}"
+            );
+        }
+    }
 
     /// A JWKS URL that can never be fetched is a configuration error at start-up, not a key set
     /// that is "not reachable yet" for ever.
