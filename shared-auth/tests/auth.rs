@@ -692,7 +692,7 @@ async fn every_row_of_the_auth_table() {
         "Bearer ",
         "Basic dXNlcjpwYXNz",
         "Bearer a b",
-        "Bearer  abc",
+        "Bearer   ",
         "Bearer\tabc",
         "Bearer a,b",
         "Bearer abc\t",
@@ -712,6 +712,10 @@ async fn every_row_of_the_auth_table() {
         body["code"], "invalid_authorization_header",
         "two Authorization headers"
     );
+    // RFC 6750: one or more spaces after the scheme.
+    let spaced = good.replacen(' ', "   ", 1);
+    let (status, _, body) = call("/required", &[&spaced]).await;
+    assert_eq!(status, StatusCode::OK, "{spaced:?}: {body}");
 
     let (status, challenge, body) = call("/required", &[&expired]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
