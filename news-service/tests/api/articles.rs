@@ -148,6 +148,9 @@ async fn paging_errors() {
         ("/articles?limit=101".to_owned(), 400, "invalid_query"),
         ("/articles?limit=abc".to_owned(), 400, "invalid_query"),
         ("/articles?offset=10001".to_owned(), 400, "invalid_query"),
+        // Plain digits only: no sign, even on zero.
+        ("/articles?offset=%2B0".to_owned(), 400, "invalid_query"),
+        ("/articles?offset=-0".to_owned(), 400, "invalid_query"),
     ];
     for (path, status, code) in cases {
         assert_problem(app.get(&path, None).await, status, code).await;

@@ -300,5 +300,33 @@ async fn a_body_sent_to_a_bodyless_toggle_follows_the_body_rules() {
         assert_problem(response, 413, "payload_too_large").await;
         let response = send("application/json", "{}".to_owned()).await.unwrap();
         assert_eq!(response.status(), 200, "{method} {path}");
+
+        // In chunks, with no declared length: the limit holds all the same.
+        let chunks = (0..300).map(|_| Ok::<_, std::io::Error>(vec![b' '; 1024]));
+        let response = app
+            .client
+            .request(method.clone(), app.url(path))
+            .bearer_auth(token("u1"))
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(response, 413, "payload_too_large").await;
+
+        // A body in a content coding is not read as JSON, nor unpacked.
+        let response = app
+            .client
+            .request(method.clone(), app.url(path))
+            .bearer_auth(token("u1"))
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_problem(response, 415, "unsupported_media_type").await;
     }
 }

@@ -35,6 +35,37 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// A body in a content coding (`Content-Encoding: gzip` and the like) is 415: the services read
+/// bodies as sent (RFC 9110 15.5.16), and one labelled gzip is neither unpacked nor taken as is.
+fn refuse_content_coding(headers: &HeaderMap) -> Result<(), Problem> {
+    let coded = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|value| value.to_str().unwrap_or("?").split(','))
+        .any(|coding| !coding.trim().eq_ignore_ascii_case("identity"));
+    if coded {
+        return Err(
+            Problem::from_code(SharedCode::UnsupportedMediaType).with_detail(
+                "request bodies are not accepted in a content coding (Content-Encoding)",
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The body, read to its end within the services' limit (the router's `DefaultBodyLimit`).
+async fn read_within_limit<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, Problem> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Problem::from_code(SharedCode::PayloadTooLarge)
+            } else {
+                Problem::from_code(SharedCode::BadRequest).with_detail(rejection.body_text())
+            }
+        })
+}
+
 impl<T, S> FromRequest<S> for Json<T>
 where
     T: DeserializeOwned,
@@ -51,18 +82,11 @@ where
         if untyped_body || (typed && !is_json(request.headers())) {
             return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
         }
+        refuse_content_coding(request.headers())?;
         if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
             return Err(Problem::from_code(SharedCode::PayloadTooLarge));
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    Problem::from_code(SharedCode::PayloadTooLarge)
-                } else {
-                    Problem::from_code(SharedCode::BadRequest).with_detail(rejection.body_text())
-                }
-            })?;
+        let bytes = read_within_limit(request, state).await?;
         if !typed {
             // Nothing sent at all is a missing body, which is what the client must fix; a body
             // without a type is 415.
@@ -77,30 +101,33 @@ where
     }
 }
 
-/// For a route that takes no body: one sent anyway must still be JSON (415) and, by its declared
-/// length, within the services' limit (413). It is never read (`http::body` drains it).
+/// For a route that takes no body (the last extractor of its handler): one sent anyway must
+/// still be JSON without a content coding (415) and within the services' limit (413), whether its
+/// length is declared or it comes in chunks. It is read to its end and thrown away.
 #[derive(Debug, Clone, Copy)]
 pub struct NoBody;
 
-impl<S: Send + Sync> FromRequestParts<S> for NoBody {
+impl<S: Send + Sync> FromRequest<S> for NoBody {
     type Rejection = Problem;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
-        let declared = parts
-            .headers
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        let headers = request.headers();
+        let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-        let has_body = declared.is_some_and(|len| len > 0)
-            || parts.headers.contains_key(header::TRANSFER_ENCODING);
+        let has_body =
+            declared.is_some_and(|len| len > 0) || headers.contains_key(header::TRANSFER_ENCODING);
         if !has_body {
             return Ok(NoBody);
         }
-        if !is_json(&parts.headers) {
+        if !is_json(headers) {
             return Err(Problem::from_code(SharedCode::UnsupportedMediaType));
         }
+        refuse_content_coding(headers)?;
         if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
             return Err(Problem::from_code(SharedCode::PayloadTooLarge));
         }
+        read_within_limit(request, state).await?;
         Ok(NoBody)
     }
 }

@@ -11,18 +11,21 @@ pub const MAX_OFFSET: i64 = 10_000;
 
 /// A query-string integer (`limit`, `offset`) as the contract writes one: digits, with an
 /// optional leading `-` (which the range check then refuses). Rust's own parser also takes a
-/// leading `+` (`limit=%2B5`), which nothing else in the contract accepts. For
-/// `#[serde(default, deserialize_with = "...")]` on an `Option<i64>` field.
+/// leading `+` (`limit=%2B5`), which nothing else in the contract accepts, and `-0`, which is
+/// zero written with a sign. For `#[serde(default, deserialize_with = "...")]` on an
+/// `Option<i64>` field.
 pub fn query_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
     let Some(text) = Option::<String>::deserialize(deserializer)? else {
         return Ok(None);
     };
     let digits = text.strip_prefix('-').unwrap_or(&text);
-    let well_formed = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    let signed_zero = digits.len() < text.len() && digits.bytes().all(|b| b == b'0');
+    let well_formed =
+        !digits.is_empty() && !signed_zero && digits.bytes().all(|b| b.is_ascii_digit());
     let number = well_formed.then(|| text.parse::<i64>().ok()).flatten();
-    number
-        .map(Some)
-        .ok_or_else(|| serde::de::Error::custom(format!("`{text}` is not an integer")))
+    number.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!("`{text}` is not an integer in plain digits"))
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
