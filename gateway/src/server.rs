@@ -107,6 +107,9 @@ async fn accept_loop<F>(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .keep_alive(true)
+        // A client that sends its request and then closes its sending side (HTTP/1.0 tools,
+        // `nc -N`) still gets its answer.
+        .half_close(true)
         // One buffer per write: `send` rather than `writev`, whose path through the kernel's
         // file layer costs more than copying a response's few kilobytes (client.rs does the same).
         .writev(false);

@@ -299,6 +299,27 @@ async fn route_and_method_are_judged_before_a_body_over_the_limit() {
     assert_eq!(stack.hits(), 0, "nothing reached a service");
 }
 
+/// A client that sends its request and then closes its sending side (as HTTP/1.0 tools and
+/// `nc -N` do) still gets the answer, through the gateway and from the service behind it.
+#[tokio::test]
+async fn a_request_followed_by_a_half_close_is_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = Stack::start().await;
+    for _ in 0..5 {
+        let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+            .await
+            .expect("connect");
+        let request = "GET /v1/news/articles HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).await.expect("write");
+        stream.shutdown().await.expect("half-close");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    assert_eq!(stack.news.hits(), 5);
+}
+
 /// RFC 9112: an HTTP/1.1 request needs exactly one `Host`, not a list; HTTP/1.0 may go without.
 #[tokio::test]
 async fn an_http11_request_without_one_host_header_is_400() {

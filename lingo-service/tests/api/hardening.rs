@@ -336,6 +336,24 @@ async fn an_http11_request_without_one_host_header_is_400() {
     }
 }
 
+/// A client that sends its request and then closes its sending side (HTTP/1.0 tools, `nc -N`)
+/// still gets its answer.
+#[tokio::test]
+async fn a_request_followed_by_a_half_close_is_answered() {
+    let app = spawn_app().await;
+    let host = app.address.trim_start_matches("http://").to_owned();
+    for _ in 0..5 {
+        let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+        let request = "GET /v1/lingo/languages HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream.shutdown().await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
+
 #[tokio::test]
 async fn a_half_sent_request_head_is_closed_while_others_are_served() {
     let app = spawn_configured(|config| config.header_read_timeout_ms = 500).await;

@@ -126,6 +126,9 @@ impl Connection {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout)
+            // A client that sends its request and then closes its sending side (HTTP/1.0 tools,
+            // `nc -N`) still gets its answer.
+            .half_close(true)
             .max_headers(MAX_HEADERS);
         let mut connection = pin!(
             builder
