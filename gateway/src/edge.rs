@@ -9,7 +9,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared_auth::Problem;
-use shared_auth::http::host::{has_one_host, not_one_host};
+use shared_auth::http::head;
 use shared_auth::http::serve::method_not_allowed;
 
 use crate::AppState;
@@ -60,9 +60,13 @@ async fn serve(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
-    let (parts, body) = request.into_parts();
-    if !has_one_host(parts.version, &parts.headers) {
-        return Err(not_one_host());
+    let (mut parts, body) = request.into_parts();
+    head::check(parts.version, &parts.uri, &parts.headers)?;
+    if let Some(authority) = parts.uri.authority() {
+        // RFC 9112 3.2.2: a target in absolute form names the host; its `Host` is ignored.
+        if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+            parts.headers.insert(header::HOST, host);
+        }
     }
     let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);

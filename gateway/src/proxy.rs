@@ -50,10 +50,16 @@ static NOT_FORWARDED: [HeaderName; 7] = [
 ];
 
 /// End-to-end headers the contract has the gateway pass on, even when a `Connection` header
-/// names them: the request id the gateway answers with and the trace context.
-static ALWAYS_FORWARDED: [HeaderName; 2] = [
+/// names them: the ones the gateway judged the request by (a token it verified must reach the
+/// service too), the body's type, the idempotency key, the request id the gateway answers with
+/// and the trace context.
+static ALWAYS_FORWARDED: [HeaderName; 6] = [
+    header::AUTHORIZATION,
+    header::CONTENT_TYPE,
+    HeaderName::from_static("idempotency-key"),
     HeaderName::from_static("x-request-id"),
     HeaderName::from_static("traceparent"),
+    HeaderName::from_static("tracestate"),
 ];
 
 /// Removes the headers of `lists` from `headers`, and the ones a `Connection` header names (but
@@ -110,7 +116,7 @@ pub fn to_upstream_headers(headers: &mut HeaderMap, client: ClientAddr) {
     remove_headers(headers, &[&HOP_BY_HOP, &NOT_FORWARDED]);
     headers.insert(X_FORWARDED_FOR.clone(), ip_header(client.ip));
     headers.insert(X_FORWARDED_PROTO.clone(), proto);
-    if let Some(host) = host {
+    if let Some(host) = host.filter(|host| !host.is_empty()) {
         headers.insert(X_FORWARDED_HOST.clone(), host);
     }
 }
@@ -481,6 +487,9 @@ fn unavailable(label: &str, why: NoReplica) -> Problem {
 /// The upstream's answer with its body streamed through and its hop-by-hop headers removed.
 fn into_response(upstream: axum::http::Response<PooledBody>) -> Response {
     let (mut parts, body) = upstream.into_parts();
+    // The gateway speaks its own HTTP version (RFC 9110 2.5), whatever the upstream spoke: an
+    // HTTP/1.0 answer goes out as HTTP/1.1, framed by hyper.
+    parts.version = axum::http::Version::HTTP_11;
     if parts.headers.contains_key(header::TRANSFER_ENCODING) {
         // The body was framed by its chunks (RFC 9112 section 6.3); a `Content-Length` beside
         // them is wrong and would cut the client's copy short.

@@ -450,6 +450,22 @@ async fn an_answer_that_stops_after_its_head_is_502_or_504() {
     }
 }
 
+/// The gateway answers in its own HTTP version: an upstream's HTTP/1.0 answer (its body ended by
+/// the close) reaches an HTTP/1.1 client as HTTP/1.1, whole.
+#[tokio::test]
+async fn an_http10_answer_goes_out_as_http11() {
+    let replica = fixed_answer_replica(
+        "HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{\"x\":1}",
+        false,
+    )
+    .await;
+    let gateway = gateway_in_front_of(&replica).await;
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.version(), reqwest::Version::HTTP_11);
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("body"), "{\"x\":1}");
+}
+
 /// The first piece of a body is read before the answer goes on: broken chunk framing there is a
 /// broken answer (502 `bad_response`), and a chunked body found empty goes out as an empty body
 /// of length 0.

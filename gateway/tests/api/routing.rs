@@ -174,6 +174,92 @@ async fn forwarding_headers_are_set_by_the_gateway_and_hop_by_hop_headers_droppe
     assert_eq!(headers["host"], json!([stack.news.addr.to_string()]));
 }
 
+/// Headers the gateway judged the request by travel on even when `Connection` names them: a
+/// token it verified reaches the service, and so do the body's type and the idempotency key.
+#[tokio::test]
+async fn a_connection_header_cannot_strip_what_the_gateway_judged_the_request_by() {
+    let stack = Stack::start().await;
+    let response = stack
+        .gateway
+        .client
+        .post(stack.gateway.url("/v1/news/comments"))
+        .bearer_auth(token("ada"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "k-1")
+        .header(
+            "connection",
+            "authorization, content-type, idempotency-key, x-hop",
+        )
+        .header("x-hop", "dropped")
+        .body("{}")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    let headers = response.json::<Value>().await.expect("echo")["headers"].clone();
+    assert!(headers.get("authorization").is_some(), "{headers}");
+    assert_eq!(headers["content-type"], json!(["application/json"]));
+    assert_eq!(headers["idempotency-key"], json!(["k-1"]));
+    assert!(headers.get("x-hop").is_none(), "{headers}");
+}
+
+/// A target in absolute form names the host (its `Host` is ignored) and must be an http URI with
+/// a host and optional port; a transfer coding other than chunked is refused, never dropped; an
+/// empty `Host` is not passed on as an empty `X-Forwarded-Host`.
+#[tokio::test]
+async fn request_heads_are_judged_before_anything_is_forwarded() {
+    let stack = Stack::start().await;
+    let echo_of = |response: String| -> Value {
+        let body = response.split("\r\n\r\n").nth(1).expect("a body");
+        serde_json::from_str(body).expect("echo")
+    };
+    let answer = raw_request(
+        stack.gateway.addr,
+        "GET http://api.example:8443/v1/news/articles HTTP/1.1\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        echo_of(answer)["headers"]["x-forwarded-host"],
+        json!(["api.example:8443"])
+    );
+
+    let hits = stack.hits();
+    for request_line in [
+        "GET ftp://api.example/v1/news/articles HTTP/1.1\r\n",
+        "GET http://user:pw@api.example/v1/news/articles HTTP/1.1\r\n",
+        "GET http://api.example:99999/v1/news/articles HTTP/1.1\r\n",
+    ] {
+        let answer = raw_request(stack.gateway.addr, request_line).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 400"),
+            "{request_line:?}: {answer}"
+        );
+        assert!(answer.contains("bad_request"), "{answer}");
+    }
+    let send = |request: &'static str| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+            .await
+            .expect("connect");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.expect("read");
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    let answer = send(
+        "POST /v1/news/comments HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         transfer-encoding: gzip, chunked\r\nconnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(stack.hits(), hits, "nothing refused was forwarded");
+
+    let answer = send("GET /v1/news/articles HTTP/1.1\r\nhost:\r\nconnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(echo_of(answer)["headers"].get("x-forwarded-host").is_none());
+}
+
 #[tokio::test]
 async fn a_generated_request_id_is_forwarded_and_returned() {
     let stack = Stack::start().await;

@@ -291,7 +291,8 @@ async fn a_pool_busy_for_long_is_overloaded_not_unavailable() {
 }
 
 /// RFC 9112: an HTTP/1.1 request needs exactly one `Host`, a host and optional port (HTTP/1.0 may
-/// go without); analytics tools call the service directly, so it judges as the gateway does.
+/// go without), an absolute target is an http URI, and chunked is the only transfer coding;
+/// analytics tools call the service directly, so it judges as the gateway does.
 #[tokio::test]
 async fn an_http11_request_without_one_host_header_is_400() {
     let app = spawn_app().await;
@@ -312,6 +313,18 @@ async fn an_http11_request_without_one_host_header_is_400() {
         (
             "GET /v1/lingo/languages HTTP/1.1\r\nhost: user@a\r\nconnection: close\r\n\r\n",
             "400",
+        ),
+        (
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: a\r\ntransfer-encoding: gzip, chunked\r\nconnection: close\r\n\r\n0\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET ftp://a/v1/lingo/languages HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET http://a/v1/lingo/languages HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            "200",
         ),
         ("GET /v1/lingo/languages HTTP/1.0\r\n\r\n", "200"),
         (

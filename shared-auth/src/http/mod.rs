@@ -7,7 +7,7 @@ pub mod cache;
 pub mod codes;
 pub mod context;
 pub mod cursor;
-pub mod host;
+pub mod head;
 pub mod json;
 pub mod load;
 pub mod metrics;

@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::http::host::{has_one_host, not_one_host};
+use crate::http::head;
 use crate::http::metrics::{HttpMetrics, instrument};
 use crate::http::request_id::{not_found, request_context};
 
@@ -28,14 +28,14 @@ where
     instrument(routes.fallback(not_found), metrics)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
-        .layer(axum::middleware::from_fn(one_host))
+        .layer(axum::middleware::from_fn(check_head))
         .layer(axum::middleware::from_fn(request_context))
 }
 
-async fn one_host(request: Request, next: Next) -> Response {
-    if has_one_host(request.version(), request.headers()) {
-        next.run(request).await
-    } else {
-        not_one_host().into_response()
+/// The head rules of [`head::check`], as the gateway applies them.
+async fn check_head(request: Request, next: Next) -> Response {
+    match head::check(request.version(), request.uri(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(problem) => problem.into_response(),
     }
 }

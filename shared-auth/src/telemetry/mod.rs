@@ -223,6 +223,13 @@ pub fn inject_context(span: &tracing::Span, headers: &mut HeaderMap) {
     global::get_text_map_propagator(|propagator| {
         propagator.inject_context(&context, &mut HeaderInjector(headers));
     });
+    // The W3C propagator writes `tracestate` even when the trace carries none.
+    if headers
+        .get("tracestate")
+        .is_some_and(|value| value.is_empty())
+    {
+        headers.remove("tracestate");
+    }
 }
 
 /// The trace id of a span, as 32 hex digits (all zeros when tracing is not installed).

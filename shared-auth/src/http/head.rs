@@ -1,35 +1,78 @@
-//! The `Host` rule the gateway and the services share (RFC 9112 section 3.2, RFC 9110 section
-//! 7.2): an HTTP/1.1 request carries exactly one `Host`, and a `Host` is a host and an optional
-//! port. A request that breaks it is answered 400 `bad_request`.
+//! The rules a request head must meet before anything else looks at it, the same at the gateway
+//! and the services (a request that breaks one is 400 `bad_request`):
 //!
-//! Checked by hand rather than with `http::uri::Authority`, whose parser copies the value (an
-//! allocation on every request) and lets through text after an IPv6 literal.
+//! - RFC 9112 section 3.2 and RFC 9110 section 7.2: an HTTP/1.1 request carries exactly one
+//!   `Host`, and a `Host` is a host and an optional port; a target in absolute form
+//!   (`http://host/path`) has an http(s) scheme and such an authority;
+//! - RFC 9112 section 6.1: the only transfer coding is `chunked`. hyper takes the chunks off a
+//!   body sent as `gzip, chunked` and would hand on the still-compressed bytes as plain ones.
+//!
+//! The host is checked by hand rather than with `http::uri::Authority`, whose parser copies the
+//! value (an allocation on every request) and lets through text after an IPv6 literal.
 
 use std::net::Ipv6Addr;
 
-use axum::http::{HeaderMap, Version, header};
+use axum::http::{HeaderMap, Uri, Version, header};
 
 use crate::SharedCode;
 use crate::http::problem::Problem;
+
+/// Checks a request's head against the rules above.
+pub fn check(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<(), Problem> {
+    if !has_one_host(version, headers) {
+        return Err(bad_request(
+            "a request needs one Host header (HTTP/1.0 may send none): a host and optional port",
+        ));
+    }
+    if !is_origin_or_http_target(uri) {
+        return Err(bad_request(
+            "a request target in absolute form needs an http or https scheme and a host and optional port",
+        ));
+    }
+    if !has_only_chunked_coding(headers) {
+        return Err(bad_request(
+            "the only transfer coding accepted is chunked (send a body as it is, or in chunks)",
+        ));
+    }
+    Ok(())
+}
+
+fn bad_request(detail: &'static str) -> Problem {
+    Problem::from_code(SharedCode::BadRequest).with_detail(detail)
+}
+
+/// A target with a scheme (absolute form) names an http(s) URI whose authority is a host and
+/// optional port. The usual target (origin form, `/path`) has neither.
+fn is_origin_or_http_target(uri: &Uri) -> bool {
+    let Some(scheme) = uri.scheme_str() else {
+        return true;
+    };
+    let http = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    http && uri
+        .authority()
+        .is_some_and(|authority| is_host_and_port(authority.as_str().as_bytes()))
+}
+
+/// `Transfer-Encoding`, if sent, is `chunked` and nothing else (over one or more lines).
+fn has_only_chunked_coding(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
+        .all(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
 
 /// Whether a request with this version and these headers names its host properly: HTTP/1.1
 /// exactly one `Host`, HTTP/1.0 at most one (it need not send one), and a `Host` that is sent is
 /// a host and optional port (not a list such as `a, b`, a user name, a path or a bad port). An
 /// empty `Host` is allowed: RFC 9112 asks for one when the target has no authority.
-pub fn has_one_host(version: Version, headers: &HeaderMap) -> bool {
+fn has_one_host(version: Version, headers: &HeaderMap) -> bool {
     let mut hosts = headers.get_all(header::HOST).iter();
     match (hosts.next(), hosts.next()) {
         (None, _) => version != Version::HTTP_11,
         (Some(host), None) => is_host_and_port(host.as_bytes()),
         (Some(_), Some(_)) => false,
     }
-}
-
-/// The problem for a request [`has_one_host`] refuses.
-pub fn not_one_host() -> Problem {
-    Problem::from_code(SharedCode::BadRequest).with_detail(
-        "a request needs one Host header (HTTP/1.0 may send none): a host and optional port",
-    )
 }
 
 /// `uri-host [ ":" port ]`: an IPv6 literal in brackets or a name (which covers IPv4
@@ -161,6 +204,41 @@ mod tests {
             assert!(!has_one_host(Version::HTTP_11, &headers), "{host:?}");
             assert!(!has_one_host(Version::HTTP_10, &headers), "{host:?}");
         }
+    }
+
+    #[test]
+    fn an_absolute_target_is_http_with_a_host_and_port() {
+        for good in [
+            "/v1/x",
+            "http://a/v1/x",
+            "HTTPS://a:443/v1/x",
+            "http://[::1]:80/v1/x",
+            "*",
+        ] {
+            let uri: Uri = good.parse().expect("uri");
+            assert!(is_origin_or_http_target(&uri), "{good:?}");
+        }
+        for bad in ["ftp://a/v1/x", "http://u:p@a/v1/x", "http://a:99999/v1/x"] {
+            let uri: Uri = bad.parse().expect("uri");
+            assert!(!is_origin_or_http_target(&uri), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn chunked_is_the_only_transfer_coding() {
+        let coded = |values: &[&'static str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(header::TRANSFER_ENCODING, HeaderValue::from_static(value));
+            }
+            has_only_chunked_coding(&headers)
+        };
+        assert!(coded(&[]));
+        assert!(coded(&["chunked"]));
+        assert!(coded(&["Chunked"]));
+        assert!(!coded(&["gzip, chunked"]));
+        assert!(!coded(&["gzip", "chunked"]));
+        assert!(!coded(&["chunked, identity"]));
     }
 
     #[test]
