@@ -162,7 +162,7 @@ fn add_gateway_responses(document: &mut OpenApi) {
         (
             "400",
             "`bad_request` (gateway): the request's framing is broken: a body that ends before \
-             its declared length or bad chunks, a transfer coding other than `chunked`, or not \
+             its declared length or bad chunks, a transfer coding other than chunked, or not \
              exactly one `Host` of the form `host[:port]`.",
             None,
         ),
