@@ -302,10 +302,19 @@ pub async fn problem(response: reqwest::Response) -> Value {
 
 /// Sends one raw HTTP/1.1 request (`request_line` ends in CRLF) and returns the whole answer.
 pub async fn raw_request(addr: SocketAddr, request_line: &str) -> String {
+    raw_exchange(
+        addr,
+        &format!("{request_line}host: {addr}\r\nconnection: close\r\n\r\n"),
+    )
+    .await
+}
+
+/// Sends `message` as it is (head and body; it should ask to close the connection) and returns
+/// everything the gateway answers until it closes.
+pub async fn raw_exchange(addr: SocketAddr, message: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!("{request_line}host: {addr}\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("write");
+    stream.write_all(message.as_bytes()).await.expect("write");
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.expect("read");
     String::from_utf8_lossy(&answer).into_owned()
