@@ -6,11 +6,8 @@
 //! path (`/v1/news//me/feed`, `/v1/news/m%65/feed`, `/v1/lingo/me/./xp`, a trailing slash) is no
 //! endpoint at the gateway, as it is none at the service: 404, token or not, and never forwarded.
 
-use std::borrow::Cow;
-
 use axum::http::uri::PathAndQuery;
 use axum::http::{Method, Uri};
-use percent_encoding::percent_decode_str;
 
 /// The upstream groups behind the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,26 +58,16 @@ pub fn upstream_target(uri: &Uri) -> Option<PathAndQuery> {
 const MAX_SEGMENTS: usize = 6;
 
 /// The route of a path, or `None` when it is not under `/v1/lingo` or `/v1/news`. Segments are
-/// percent-decoded and empty ones skipped: [`endpoint_at`] has already refused any spelling a
-/// service would not match, so this only ever meets paths of endpoints.
+/// compared as written, as [`endpoint_at`] and the services' routers compare them: a path that
+/// reaches a group only once decoded or with its empty segments skipped (`/%761/news/me/feed`,
+/// `//v1/news/me/feed`) belongs to none, and is 404 at the gateway as at a service.
 pub fn classify(path: &str, method: &Method) -> Option<Route> {
     let path = path.split('?').next().unwrap_or_default();
-    let mut decoded: [Cow<'_, str>; MAX_SEGMENTS] = Default::default();
+    let mut segments = [""; MAX_SEGMENTS];
     let mut count = 0;
-    for segment in path.split('/').filter(|segment| !segment.is_empty()) {
-        if count == MAX_SEGMENTS {
-            break;
-        }
-        decoded[count] = if segment.contains('%') {
-            percent_decode_str(segment).decode_utf8_lossy()
-        } else {
-            Cow::Borrowed(segment)
-        };
+    for segment in path.strip_prefix('/')?.split('/').take(MAX_SEGMENTS) {
+        segments[count] = segment;
         count += 1;
-    }
-    let mut segments: [&str; MAX_SEGMENTS] = [""; MAX_SEGMENTS];
-    for (slot, segment) in segments.iter_mut().zip(&decoded) {
-        *slot = segment.as_ref();
     }
     match &segments[..count] {
         ["v1", "lingo", rest @ ..] => Some(Route {
@@ -243,6 +230,9 @@ mod tests {
             (Method::GET, "/v1/lingo", Some(Optional)),
             (Method::GET, "/v1/other", None),
             (Method::GET, "/v1/lingo-x/me", None),
+            (Method::GET, "/%761/news/me/feed", None),
+            (Method::GET, "//v1/news/me/feed", None),
+            (Method::GET, "/v1//news/me/feed", None),
             (Method::GET, "/healthz", None),
         ];
         for (method, path, expected) in table {

@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 
-use crate::helpers::{Stack, problem, raw_request};
+use crate::helpers::{Stack, problem, raw_exchange, raw_request};
 
 /// Every Required endpoint of docs/lingo.md and docs/news.md.
 const REQUIRED: &[(&str, &str)] = &[
@@ -237,16 +237,7 @@ async fn request_heads_are_judged_before_anything_is_forwarded() {
         );
         assert!(answer.contains("bad_request"), "{answer}");
     }
-    let send = |request: &'static str| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
-            .await
-            .expect("connect");
-        stream.write_all(request.as_bytes()).await.expect("write");
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.expect("read");
-        String::from_utf8_lossy(&answer).into_owned()
-    };
+    let send = |message| raw_exchange(stack.gateway.addr, message);
     let answer = send(
         "POST /v1/news/comments HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
          transfer-encoding: gzip, chunked\r\nconnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
@@ -327,6 +318,8 @@ async fn odd_spellings_of_an_endpoint_are_404_and_never_forwarded() {
         "/v1/news/m%65/feed",
         "/v1/lingo/me/xp/",
         "/v1/news/../../healthz",
+        "/%761/news/me/feed",
+        "//v1/news/me/feed",
     ] {
         for authorization in ["", bearer.as_str()] {
             let request = format!("GET {path} HTTP/1.1\r\n{authorization}");
@@ -409,17 +402,8 @@ async fn a_request_followed_by_a_half_close_is_answered() {
 /// RFC 9112: an HTTP/1.1 request needs exactly one `Host`, not a list; HTTP/1.0 may go without.
 #[tokio::test]
 async fn an_http11_request_without_one_host_header_is_400() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let stack = Stack::start().await;
-    let send = |head: &'static str| async move {
-        let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
-            .await
-            .expect("connect");
-        stream.write_all(head.as_bytes()).await.expect("write");
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.expect("read");
-        String::from_utf8_lossy(&answer).into_owned()
-    };
+    let send = |head| raw_exchange(stack.gateway.addr, head);
     for head in [
         "GET /v1/news/articles HTTP/1.1\r\nconnection: close\r\n\r\n",
         "GET /v1/news/articles HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
