@@ -26,7 +26,6 @@ cd "$root"
 
 k8s_versions=${K8S_VERSIONS:-1.37,1.35}
 venv=${CHECK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lingonews-deploy-check-venv}
-requirements="$root/deploy/check-requirements.txt"
 
 for binary in gateway lingo-service news-service; do
   if [ ! -x "$bin_dir/$binary" ]; then
@@ -36,16 +35,8 @@ for binary in gateway lingo-service news-service; do
   fi
 done
 
-# (Re)create the virtualenv when the pinned requirements change.
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$requirements" | cut -d' ' -f1)
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "check-manifests: installing the pinned tools into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
-  echo "$want" >"$stamp"
-fi
+# (Re)created when the pinned requirements change.
+venv=$(CHECK_VENV="$venv" "$root/deploy/check-venv.sh")
 
 self_test=(--self-test)
 [ "${SKIP_SELF_TEST:-0}" = 1 ] && self_test=()

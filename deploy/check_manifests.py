@@ -296,8 +296,10 @@ def workspace_info(root: Path) -> dict:
 
 
 def run_make_secrets(root: Path) -> list[dict]:
+    # DEV_HS256=1: the dev overlay's HS256 Secret too, so every overlay's references resolve.
     result = subprocess.run(["bash", str(root / MAKE_SECRETS)], capture_output=True, text=True,
-                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=30)
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DEV_HS256": "1"},
+                            timeout=30)
     if result.returncode != 0:
         raise RuntimeError(f"{MAKE_SECRETS} failed: {result.stderr.strip()[:300]}")
     return [d for d in yaml.safe_load_all(result.stdout) if d is not None]

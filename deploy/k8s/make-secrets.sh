@@ -13,7 +13,8 @@
 #   lingo-db, news-db  the services' database URLs built from the same passwords:
 #                      app-url (primary), read-url (news only: the read replicas), owner-url
 #                      (migrations), pipeline-url (seeding and imports)
-#   lingonews-jwt      hs256-secret: the HS256 token key (skip it when you verify with a JWKS)
+#   lingonews-jwt      hs256-secret: the HS256 token key, for the dev overlay only (DEV_HS256=1);
+#                      production verifies the identity provider's keys (AUTH_JWKS_URL)
 #   lingonews-backup-s3  ACCESS_KEY_ID, ACCESS_SECRET_KEY: the object-storage credentials of the
 #                      backups (ObjectStore lingonews-backups in base/25-backups.yaml), from
 #                      BACKUP_ACCESS_KEY_ID / BACKUP_SECRET_ACCESS_KEY; placeholders when unset
@@ -26,8 +27,9 @@
 # are in the operator's server certificate).
 #
 # Settings (environment): NAMESPACE (lingonews), PG_CLUSTER (lingonews-pg; a restored cluster's
-# name when switching to it, README "Backups and restore"), AUTH_HS256_SECRET (to reuse an existing
-# key instead of a random one), BACKUP_ACCESS_KEY_ID, BACKUP_SECRET_ACCESS_KEY.
+# name when switching to it, deploy/README.md "Backups and restore"), DEV_HS256=1 (also write
+# lingonews-jwt, for the dev overlay), AUTH_HS256_SECRET (with DEV_HS256=1: reuse an existing key
+# instead of a random one), BACKUP_ACCESS_KEY_ID, BACKUP_SECRET_ACCESS_KEY.
 set -euo pipefail
 
 namespace=${NAMESPACE:-lingonews}
@@ -77,8 +79,10 @@ printf '  read-url: "%s"\n' "$(url news_app ro)"
 printf '  owner-url: "%s"\n' "$(url news_owner rw)"
 printf '  pipeline-url: "%s"\n' "$(url news_pipeline rw)"
 
-secret_header lingonews-jwt Opaque
-printf '  hs256-secret: "%s"\n' "${AUTH_HS256_SECRET:-$(random_token)}"
+if [ "${DEV_HS256:-0}" = 1 ]; then
+  secret_header lingonews-jwt Opaque
+  printf '  hs256-secret: "%s"\n' "${AUTH_HS256_SECRET:-$(random_token)}"
+fi
 
 if [ -z "${BACKUP_ACCESS_KEY_ID:-}" ] || [ -z "${BACKUP_SECRET_ACCESS_KEY:-}" ]; then
   echo "make-secrets: BACKUP_ACCESS_KEY_ID/BACKUP_SECRET_ACCESS_KEY unset: lingonews-backup-s3 gets" \
