@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The documentation stays inside the repository.
 
-1. Every link in README.md and docs/**/*.md resolves: a relative link names a file or folder of
+1. Every link in README.md, deploy/README.md, .ci/README.md and docs/**/*.md resolves: a relative link names a file or folder of
    the repository, and a `#fragment` names a heading of the target Markdown file (GitHub's
    slugs). A link that leaves the repository (`../` above the root, an absolute file path, a
    `file:` URL) fails. http(s) and mailto links are allowed and not fetched.
@@ -157,8 +157,12 @@ def check_link(source: str, target: str) -> str | None:
     return None
 
 
+# The newcomer's page, the operations runbook, the CI page, and the contract.
+TOP_PAGES = {"README.md", "deploy/README.md", ".ci/README.md"}
+
+
 def markdown_to_check(files: list[str]) -> list[str]:
-    return [f for f in files if f == "README.md" or (f.startswith("docs/") and f.endswith(".md"))]
+    return [f for f in files if f in TOP_PAGES or (f.startswith("docs/") and f.endswith(".md"))]
 
 
 def is_source(path: str) -> bool:

@@ -163,7 +163,8 @@ The stack is up. Gateway: http://127.0.0.1:$GATEWAY_PORT
 A development token for sub "demo-learner" (24 h, also in .local/dev-token):
   export TOKEN=$token
 
-Try:
+Try these, or the interactive reference of every endpoint (Swagger UI; "Authorize" takes the
+token above): http://localhost:$GATEWAY_PORT/docs
   curl -s localhost:$GATEWAY_PORT/v1/lingo/languages
   curl -s 'localhost:$GATEWAY_PORT/v1/lingo/phrases?language=es&limit=5'
   curl -s -H "Authorization: Bearer \$TOKEN" localhost:$GATEWAY_PORT/v1/lingo/me/xp
