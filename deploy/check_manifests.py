@@ -3,12 +3,11 @@
 What it checks, section by section (each prints one summary line, every failure one line):
 
   kubernetes   every overlay under deploy/k8s/overlays, rendered with `kubectl kustomize`, and the
-               Secrets make-secrets.sh prints: built-in kinds validated by kubernetes-validate in
-               strict mode (unknown fields are errors) against each version in --k8s-versions;
-               custom resources (CloudNativePG, Barman Cloud, Gateway API, Prometheus Operator)
-               against the openAPIV3Schema of their CRD vendored in deploy/k8s/schemas, made strict
-               the same way (unknown fields are errors unless the CRD preserves them). Every check
-               below runs on each rendered overlay.
+               Secrets make-secrets.sh prints, through deploy/k8s/validate.py: built-in kinds by
+               kubernetes-validate in strict mode against each version in --k8s-versions; custom
+               resources (CloudNativePG, Barman Cloud, Gateway API, Prometheus Operator) against
+               their CRD schemas vendored in deploy/k8s/schemas (unknown fields are errors unless
+               the CRD preserves them). Every check below runs on each rendered overlay.
   k8s-policy   what the issue requires of the manifests: probes, requests and limits, non-root and
                read-only root filesystem, no Secret values committed, references that resolve
                (ConfigMaps, Secrets and their keys, Service selectors and ports, HPA and PDB
@@ -34,7 +33,8 @@ What it checks, section by section (each prints one summary line, every failure 
                Database URLs use the role meant for them, and on Kubernetes sslmode=verify-full
                with sslrootcert in the mounted CloudNativePG CA; AUTH_* are identical across the
                three binaries of one deployment.
-  dockerfile   the image builds the workspace's binary crates with `cargo build --release --locked`
+  dockerfile   the image builds the workspace's binary crates with `cargo build --release --locked
+               --no-default-features` (no development code such as the gateway's mint-token)
                (what CI builds and tests), one target per binary, non-root, with a HEALTHCHECK;
                the build context's allow-list covers every workspace member.
   otel         the collector configuration's pipelines name defined components.
@@ -61,8 +61,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate.utils as kv
 import yaml
+
+# Schema validation (strict, built-in kinds and the vendored CRD schemas) is deploy/k8s/validate.py,
+# shared with deploy/k8s/check-prod.sh; this file adds the project's own rules on top.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "k8s"))
+import validate as schema_validation  # noqa: E402
 
 # --- project facts --------------------------------------------------------------------------------
 
@@ -201,7 +205,7 @@ class Model:
     k8s_versions: list[str]
     overlays: dict[str, list[tuple[str, dict]]] = dataclasses.field(default_factory=dict)
     overlay: str = PRODUCTION_OVERLAY
-    crd_schemas: dict[tuple[str, str, str], dict] = dataclasses.field(default_factory=dict)
+    crd_validators: dict[tuple[str, str], jsonschema.Draft7Validator] = dataclasses.field(default_factory=dict)
 
     def views(self) -> list["Model"]:
         """One model per rendered overlay, sharing everything else."""
@@ -320,33 +324,6 @@ def render_overlays(root: Path, kubectl: str) -> dict[str, list[tuple[str, dict]
     return overlays
 
 
-def strict_schema(node: Any) -> Any:
-    """The CRD schema with unknown fields made errors, as kubernetes-validate's strict mode does:
-    every object that lists properties and neither allows extra ones nor preserves unknown fields
-    gets additionalProperties: false."""
-    if isinstance(node, list):
-        return [strict_schema(n) for n in node]
-    if not isinstance(node, dict):
-        return node
-    node = {k: strict_schema(v) for k, v in node.items()}
-    if ("properties" in node and "additionalProperties" not in node
-            and not node.get("x-kubernetes-preserve-unknown-fields")):
-        node["additionalProperties"] = False
-    return node
-
-
-def load_crd_schemas(root: Path) -> dict[tuple[str, str, str], dict]:
-    """(group, version, kind) -> strict JSON schema, from SCHEMAS_DIR/<group>/<Kind>_<version>.json."""
-    schemas = {}
-    for path in sorted((root / SCHEMAS_DIR).glob("*/*.json")):
-        kind, version = path.stem.rsplit("_", 1)
-        schema = strict_schema(json.loads(path.read_text()))
-        # metadata is the API server's ObjectMeta, which the CRD schema leaves open.
-        schema.setdefault("properties", {})["metadata"] = {"type": "object"}
-        schemas[(path.parent.name, version, kind)] = schema
-    return schemas
-
-
 def load_model(root: Path, bin_dir: Path, k8s_versions: list[str], kubectl: str = "kubectl") -> Model:
     overlays = render_overlays(root, kubectl)
     k8s_docs = overlays[PRODUCTION_OVERLAY]
@@ -371,7 +348,7 @@ def load_model(root: Path, bin_dir: Path, k8s_versions: list[str], kubectl: str 
         help=help_info,
         k8s_versions=k8s_versions,
         overlays=overlays,
-        crd_schemas=load_crd_schemas(root),
+        crd_validators=schema_validation.crd_validators(),
     )
 
 
@@ -497,39 +474,16 @@ def listen_host_is_loopback(address: str) -> bool:
 
 # --- kubernetes: schema -----------------------------------------------------------------------------
 
-_validation_cache: dict[tuple[str, str], tuple[str, str] | None] = {}
+_problems_cache: dict[str, list[str]] = {}
 
 
-def validate_k8s(doc: dict, version: str) -> tuple[str, str] | None:
-    """(path, message) of the first schema violation, or None. Memoised: the self-test revalidates
-    the same unchanged documents many times."""
-    key = (json.dumps(doc, sort_keys=True, default=str), version)
-    if key not in _validation_cache:
-        try:
-            kv.validate(doc, version, strict=True)
-            _validation_cache[key] = None
-        except kv.ValidationError as e:
-            _validation_cache[key] = (".".join(str(p) for p in e.path) or "(root)", e.message)
-    return _validation_cache[key]
-
-
-_crd_validators: dict[tuple[str, str, str], jsonschema.Draft7Validator] = {}
-
-
-def validate_custom(model: Model, doc: dict) -> tuple[str, str] | None:
-    """(path, message) of the first violation of the vendored CRD schema, or None."""
-    group, _, version = doc["apiVersion"].partition("/")
-    schema = model.crd_schemas.get((group, version, doc["kind"]))
-    if schema is None:
-        return ("(root)", f"no vendored CRD schema {SCHEMAS_DIR}/{group}/{doc['kind']}_{version}.json")
-    key = (group, version, doc["kind"])
-    if key not in _crd_validators:
-        _crd_validators[key] = jsonschema.Draft7Validator(schema)
-    validator = _crd_validators[key]
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
-    if not errors:
-        return None
-    return (".".join(str(p) for p in errors[0].path) or "(root)", errors[0].message[:300])
+def schema_problems(model: Model, doc: dict) -> list[str]:
+    """deploy/k8s/validate.py's findings for `doc`. Memoised: the self-test revalidates the same
+    unchanged documents many times."""
+    key = json.dumps([doc, model.k8s_versions], sort_keys=True, default=str)
+    if key not in _problems_cache:
+        _problems_cache[key] = schema_validation.problems(doc, model.k8s_versions, model.crd_validators)
+    return _problems_cache[key]
 
 
 def check_k8s_schema(model: Model, report: Report) -> None:
@@ -547,30 +501,15 @@ def check_k8s_schema(model: Model, report: Report) -> None:
         if identity in seen:
             report.error(section, f"{origin}: duplicate {kind_name(doc)}")
         seen.add(identity)
-        group = api_group(doc)
-        if group in CRD_GROUPS:
-            problem = validate_custom(model, doc)
-            if problem:
-                report.error(section, f"{origin}: {kind_name(doc)} ({doc['apiVersion']}) invalid against "
-                                      f"its CRD schema at {problem[0]}: {problem[1]}")
+        for problem in schema_problems(model, doc):
+            report.error(section, f"{origin}: {kind_name(doc)} ({doc['apiVersion']}) invalid {problem}")
+        if api_group(doc) in CRD_GROUPS:
             custom += 1
-            continue
-        for version in model.k8s_versions:
-            try:
-                problem = validate_k8s(doc, version)
-                if problem:
-                    report.error(section, f"{origin}: {kind_name(doc)} invalid for Kubernetes {version} "
-                                          f"at {problem[0]}: {problem[1]}")
-            except kv.SchemaNotFoundError as e:
-                report.error(section, f"{origin}: {e.message} (not a known kind; vendor its CRD "
-                                      f"schema in {SCHEMAS_DIR} and add its group to CRD_GROUPS)")
-            except kv.VersionNotSupportedError as e:
-                report.error(section, e.message)
-                return
-        validated += 1
+        else:
+            validated += 1
     report.note(section, f"{model.overlay}: {validated} resources valid (strict) against Kubernetes "
                          f"{', '.join(model.k8s_versions)}; {custom} custom resources against their "
-                         f"vendored CRD schemas")
+                         f"vendored CRD schemas (deploy/k8s/validate.py)")
 
 
 # --- kubernetes: policy and references ---------------------------------------------------------------
@@ -1451,7 +1390,8 @@ def check_dockerfile(model: Model, report: Report) -> None:
         if packages != crates:
             report.error(section, f"`{label}` builds {sorted(packages)}; the workspace's binary crates "
                                   f"(what CI tests) are {sorted(crates)}")
-        for flag in ("--release", "--locked"):
+        # --no-default-features: release images leave out development code (the gateway's mint-token).
+        for flag in ("--release", "--locked", "--no-default-features"):
             if flag not in segment.split():
                 report.error(section, f"`{label}` lacks {flag}")
     for binary in BINARIES:
@@ -1561,7 +1501,9 @@ def guarded(check, model: Model, report: Report) -> None:
 
 
 def find_doc(model: Model, kind: str, name: str) -> dict:
-    return next(d for _, d in model.k8s_docs if d.get("kind") == kind and d["metadata"]["name"] == name)
+    # The prod overlay names its migration Jobs per release (news-migrate-<RELEASE>).
+    named = lambda d: d["metadata"]["name"] == name or (kind == "Job" and d["metadata"]["name"].startswith(f"{name}-"))
+    return next(d for _, d in model.k8s_docs if d.get("kind") == kind and named(d))
 
 
 def first_container(model: Model, kind: str, name: str) -> dict:
@@ -1625,7 +1567,10 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
         m.dockerfile = m.dockerfile.replace("cargo build --release --locked", "cargo build --release")
 
     def build_fewer_crates(m):
-        m.dockerfile = m.dockerfile.replace("cargo build --release --locked -p gateway",
+        m.dockerfile = re.sub(r"(cargo build [^&]*?)-p gateway ", r"\1", m.dockerfile, count=1)
+
+    def build_with_dev_code(m):
+        m.dockerfile = m.dockerfile.replace("cargo build --release --locked --no-default-features",
                                             "cargo build --release --locked")
 
     def missing_secret_key(m):
@@ -1728,6 +1673,7 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
         (read_url_on_primary, "env", "read-only"),
         (build_unlocked, "dockerfile", "--locked"),
         (build_fewer_crates, "dockerfile", "cargo build"),
+        (build_with_dev_code, "dockerfile", "--no-default-features"),
         (missing_secret_key, "k8s-policy", "key nope"),
         (hpa_bounds, "k8s-policy", "maxReplicas 20"),
         (auth_mismatch, "env", "AUTH_* differ"),
@@ -1737,8 +1683,8 @@ def self_test(model: Model, verbose: bool = False) -> list[str]:
     unreported = []
     # Schema validation per version is the slow part; one version is enough to prove it can fail.
     for mutate, section, needle in cases:
-        # The schemas are never mutated: share them rather than copy a megabyte per case.
-        broken = copy.deepcopy(model, {id(model.crd_schemas): model.crd_schemas})
+        # The validators are never mutated: share them rather than copy a megabyte per case.
+        broken = copy.deepcopy(model, {id(model.crd_validators): model.crd_validators})
         broken.k8s_versions = model.k8s_versions[:1]
         mutate(broken)
         report = run_checks(broken)

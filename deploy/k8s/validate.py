@@ -56,6 +56,8 @@ def problems(doc: dict, versions: list[str], validators: dict) -> list[str]:
             found.append(f"Kubernetes {version} at {'.'.join(map(str, e.path)) or '(root)'}: {e.message}")
         except kv.SchemaNotFoundError:
             return [f"no schema for {doc.get('apiVersion')} {doc.get('kind')} (vendor its CRD in {SCHEMAS})"]
+        except kv.VersionNotSupportedError as e:
+            return [e.message]
     return found
 
 
