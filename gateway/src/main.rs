@@ -1,8 +1,10 @@
-//! The `gateway` binary: `serve` runs the front door, `mint-token` signs a development token.
+//! The `gateway` binary: `serve` runs the front door, `mint-token` signs a development token
+//! (cargo feature `mint-token`, on by default; the release images are built without it).
 
 use clap::{Parser, Subcommand};
 use gateway::Application;
 use gateway::config::GatewayConfig;
+#[cfg(feature = "mint-token")]
 use shared_auth::auth::mint::{MintArgs, mint};
 use shared_auth::telemetry::{self, LogFormat};
 
@@ -21,6 +23,7 @@ enum Command {
     /// Serve HTTP until SIGINT or SIGTERM.
     Serve(Box<GatewayConfig>),
     /// Print a development token signed with the configured keys.
+    #[cfg(feature = "mint-token")]
     MintToken(Box<MintArgs>),
 }
 
@@ -42,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
             telemetry.shutdown().await;
             served
         }
+        #[cfg(feature = "mint-token")]
         Command::MintToken(args) => {
             println!("{}", mint(&args)?);
             Ok(())
