@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Unit tests of the alerts: extracts the rule groups of base/70-alerts.yaml (a PrometheusRule) into
-# a plain Prometheus rule file, checks it (`promtool check rules`), checks that every runbook_url
-# names a heading of deploy/README.md and that alerts-test.yaml has a firing and a silent case
-# of every alert, and runs alerts-test.yaml (`promtool test rules`: input
-# series, the alerts expected at given times, including cases that must stay silent).
+# Unit tests of the alerts. Extracts the rule groups of base/70-alerts.yaml (a PrometheusRule)
+# into a plain Prometheus rule file; checks that every runbook_url names a heading of
+# deploy/README.md and that alerts-test.yaml has a case where each alert fires and one where it
+# stays silent; then `promtool check rules --lint-fatal` and `promtool test rules alerts-test.yaml`
+# (input series, the alerts expected at given times, labels and annotations).
 #
 # promtool comes from Debian's `prometheus` package. When it is not on PATH, the package is
-# downloaded (apt-get download, no daemon installed or started) and promtool is taken out of it
-# into $PROMTOOL_DIR (default ~/.cache/lingonews-promtool).
+# downloaded (apt-get download: nothing installed, no daemon started) and promtool is taken out of
+# it into $PROMTOOL_DIR (default ~/.cache/lingonews-promtool).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
