@@ -106,7 +106,11 @@ check() {
   cp -r "$k8s" "$work/k8s"
   cp "$file" "$work/k8s/overlays/prod/params.env"
   out="$work/rendered.yaml"
-  "$venv/bin/kubectl" kustomize "$work/k8s/overlays/prod" >"$out"
+  if ! "$venv/bin/kubectl" kustomize "$work/k8s/overlays/prod" >"$out"; then
+    echo "check-prod: $file: kubectl kustomize failed" >&2
+    rm -rf "$work"
+    return 1
+  fi
   problems=$(check_rendered "$out")
   if [ -n "$problems" ] || ! "$venv/bin/python" "$k8s/validate.py" "$out" >&2; then
     [ -z "$problems" ] || report "$file" "$problems" >&2
