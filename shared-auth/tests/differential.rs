@@ -20,6 +20,10 @@
 //! `DIFFERENTIAL_CASES=200000` for a long run, `DIFFERENTIAL_SEED=<n>` for another sequence. A
 //! failure prints the seed and case number: the case can be replayed with
 //! `DIFFERENTIAL_SEED=<seed> DIFFERENTIAL_FIRST=<case> DIFFERENTIAL_CASES=1`.
+//!
+//! The first short runs found one difference that was a bug of ours (`"nbf": null` was accepted
+//! as "no nbf"; fixed in token.rs). After the fix, a long run (issue 34: 250,000 cases of the
+//! default seed, 750,000 judgements, 7.5 min in a debug build) found none besides the exceptions.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +49,7 @@ const LEEWAY: u64 = 60;
 const MAX_TOKEN_BYTES: usize = 8 * 1024;
 const DEFAULT_SEED: u64 = 0x34_d1ff;
 /// Enough for every mutation and every exception to come up many times, in a few seconds.
-const DEFAULT_CASES: u64 = 6_000;
+const DEFAULT_CASES: u64 = 4_000;
 
 // ---------------------------------------------------------------------------------------------
 // The exceptions: documented rules of ours that jsonwebtoken does not apply.
