@@ -354,6 +354,15 @@ async fn token_shapes_are_read_strictly_and_signed_parts_exactly() {
             "malformed token",
         ),
         (
+            // A date is a number; `null` is not "no nbf" (found by tests/differential.rs).
+            "nbf as null",
+            hs256_raw(
+                header,
+                &with(&format!(r#""sub":"ada","exp":{exp},"nbf":null"#)),
+            ),
+            "malformed token",
+        ),
+        (
             "sub given twice",
             hs256_raw(
                 header,

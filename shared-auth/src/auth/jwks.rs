@@ -43,7 +43,7 @@ pub struct JwksStore {
 
 impl JwksStore {
     pub fn new(source: JwksSource, min_refresh: Duration) -> Arc<Self> {
-        let client = reqwest::Client::builder()
+        let client = crate::http::outbound::client_builder()
             .timeout(Duration::from_secs(5))
             .build()
             .unwrap_or_default();

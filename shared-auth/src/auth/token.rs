@@ -203,16 +203,15 @@ fn text<'de: 'a, 'a, D: Deserializer<'de>>(
 /// Seconds since the epoch. RFC 7519 allows a fraction; it is rounded down, so a fractional `exp`
 /// never lasts longer than written (`nbf` and `iat` are compared with the leeway anyway). Any
 /// number is a date: one before the epoch is the epoch (an `exp` there has expired), one past
-/// `u64::MAX` seconds is `u64::MAX` (an `exp` there never comes).
+/// `u64::MAX` seconds is `u64::MAX` (an `exp` there never comes). Anything else, `null` included,
+/// is not (RFC 7519 4.1.4-4.1.6: the value MUST be a number): an `"nbf": null` is malformed, not
+/// a token without `nbf` (jsonwebtoken refuses it too; found by tests/differential.rs).
 fn numeric_date<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     struct Seconds;
     impl Visitor<'_> for Seconds {
         type Value = Option<u64>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a non-negative number of seconds")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            f.write_str("a number of seconds")
         }
         fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
             Ok(Some(value))
@@ -413,7 +412,7 @@ mod tests {
                 scope: Some("x y".into()),
             }
         );
-        let empty = claims_of(r#"{"sub":null,"exp":null}"#).unwrap();
+        let empty = claims_of(r#"{"sub":null,"aud":null}"#).unwrap();
         assert_eq!((empty.sub, empty.exp, empty.aud), (None, None, None));
         assert_eq!(
             claims_of(r#"{"iss":["me"]}"#).unwrap().iss,
@@ -439,6 +438,11 @@ mod tests {
         }
         for bad in [
             r#"{"exp":"10"}"#,
+            // A date is a number: null is not "no date" (regression: `"nbf": null` was read as
+            // a token without `nbf`, and accepted).
+            r#"{"exp":null}"#,
+            r#"{"nbf":null}"#,
+            r#"{"iat":null}"#,
             r#"{"sub":7}"#,
             r#"{"aud":[1]}"#,
             r#"{"aud":{}}"#,

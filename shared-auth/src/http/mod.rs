@@ -12,6 +12,7 @@ pub mod json;
 pub mod load;
 pub mod metrics;
 pub mod openapi;
+pub mod outbound;
 pub mod paging;
 pub mod path_id;
 pub mod problem;

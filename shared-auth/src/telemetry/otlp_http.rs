@@ -1,7 +1,8 @@
-//! The HTTP client of the OTLP span exporter: the workspace's reqwest (rustls), so an `https://`
-//! collector endpoint works and is verified against the platform's trust store (an internal CA
-//! installed in the image or mounted over /etc/ssl/certs) as well as the bundled webpki roots.
-//! opentelemetry-otlp's own reqwest client is a different reqwest major; its hyper client has no TLS.
+//! The HTTP client of the OTLP span exporter: the workspace's reqwest (rustls on aws-lc-rs,
+//! http/outbound.rs), so an `https://` collector endpoint works and is verified against the
+//! platform's trust store (an internal CA installed in the image or mounted over /etc/ssl/certs) as
+//! well as the bundled webpki roots. opentelemetry-otlp's own reqwest client is not enabled (it
+//! would be a second client stack); its hyper client has no TLS.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ pub struct OtlpHttpClient(reqwest::Client);
 
 impl OtlpHttpClient {
     pub fn new() -> Self {
-        let client = reqwest::Client::builder()
+        let client = crate::http::outbound::client_builder()
             .timeout(EXPORT_TIMEOUT)
             .build()
             .unwrap_or_default();
