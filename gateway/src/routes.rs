@@ -390,7 +390,7 @@ mod tests {
 
     const SCOPE: &str = "lingo:analytics";
 
-    fn table(group: Group, entries: &[(&str, &[&str], Access)]) -> GroupTable {
+    fn table(entries: &[(&str, &[&str], Access)]) -> GroupTable {
         let mut endpoints = Endpoints::default();
         for (path, methods, access) in entries {
             for method in *methods {
@@ -400,37 +400,30 @@ mod tests {
                     .expect("a template");
             }
         }
-        let _ = group;
         GroupTable::build(endpoints).expect("a table")
     }
 
     fn sample() -> RouteTable {
         use Access::*;
-        let lingo = table(
-            Group::Lingo,
-            &[
-                ("/v1/lingo/languages", &["get"], Optional),
-                ("/v1/lingo/me/xp", &["get"], Required),
-                ("/v1/lingo/me/study-sessions", &["get", "post"], Required),
-                (
-                    "/v1/lingo/analytics/progress",
-                    &["get"],
-                    Access::scoped([SCOPE]),
-                ),
-            ],
-        );
-        let news = table(
-            Group::News,
-            &[
-                ("/v1/news/articles/{article_id}", &["get"], Optional),
-                (
-                    "/v1/news/articles/{article_id}/like",
-                    &["post", "delete"],
-                    Required,
-                ),
-                ("/v1/news/me/feed", &["get"], Required),
-            ],
-        );
+        let lingo = table(&[
+            ("/v1/lingo/languages", &["get"], Optional),
+            ("/v1/lingo/me/xp", &["get"], Required),
+            ("/v1/lingo/me/study-sessions", &["get", "post"], Required),
+            (
+                "/v1/lingo/analytics/progress",
+                &["get"],
+                Access::scoped([SCOPE]),
+            ),
+        ]);
+        let news = table(&[
+            ("/v1/news/articles/{article_id}", &["get"], Optional),
+            (
+                "/v1/news/articles/{article_id}/like",
+                &["post", "delete"],
+                Required,
+            ),
+            ("/v1/news/me/feed", &["get"], Required),
+        ]);
         RouteTable::new(lingo, news)
     }
 
@@ -526,10 +519,7 @@ mod tests {
     #[test]
     fn a_table_is_replaced_whole() {
         let routes = sample();
-        let news = table(
-            Group::News,
-            &[("/v1/news/articles/{id}/related", &["get"], Access::Required)],
-        );
+        let news = table(&[("/v1/news/articles/{id}/related", &["get"], Access::Required)]);
         routes.replace(Group::News, news);
         assert_eq!(
             routes.lookup("/v1/news/articles/a1/related", &Method::GET),
