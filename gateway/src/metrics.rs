@@ -1,6 +1,7 @@
 //! `/metrics`: request counts by route group, method and status, a latency histogram, upstream
-//! errors by kind, requests in flight and token-cache hits, in the Prometheus / OpenMetrics text
-//! format. One registry per [`crate::Application`], so several gateways can run in one test process.
+//! errors by kind, requests in flight, token-cache hits and the route documents read (by
+//! outcome), in the Prometheus / OpenMetrics text format. One registry per
+//! [`crate::Application`], so several gateways can run in one test process.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -202,6 +202,11 @@ async fn a_wrong_document_never_replaces_a_good_table() {
         (Document::Text(r#"{"paths": []}"#.into()), "invalid"),
         (Document::Text(lingo_document), "wrong_prefix"),
         (Document::Endless(10 * 1024 * 1024), "too_large"),
+        // Declared too large by its `Content-Length`.
+        (
+            Document::Text(" ".repeat(5 * 1024 * 1024) + "{}"),
+            "too_large",
+        ),
     ];
     for (document, outcome) in wrong {
         let line = format!("gateway_route_documents_total{{group=\"news\",outcome=\"{outcome}\"}}");
