@@ -116,8 +116,11 @@ async fn serve(
         .await
 }
 
-/// A 405 for an endpoint that answers the methods of `allow`, as the services' routers answer it
-/// (the frontend names the methods in the `detail` from `Allow`, as for the gateway's own routes).
+/// A 405 for an endpoint that answers the methods of `allow` (`GET,HEAD`), as the services'
+/// routers answer it, with the `detail` the contract wants.
 fn method_not_allowed(allow: HeaderValue) -> Problem {
-    Problem::from_code(SharedCode::MethodNotAllowed).with_header(header::ALLOW, allow)
+    let methods = allow.to_str().unwrap_or_default().replace(',', ", ");
+    Problem::from_code(SharedCode::MethodNotAllowed)
+        .with_detail(format!("this resource allows only {methods}"))
+        .with_header(header::ALLOW, allow)
 }
