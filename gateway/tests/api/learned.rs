@@ -147,6 +147,37 @@ async fn an_endpoint_the_gateway_never_saw_is_routed_once_documented_and_404_onc
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
 }
 
+/// Two replicas in the middle of a rolling update publish different documents: every endpoint
+/// either documents is routed, with the strictest access either gives it.
+#[tokio::test]
+async fn replicas_that_disagree_give_every_endpoint_with_the_strictest_access() {
+    let lingo = Upstream::start("lingo-1").await;
+    let old = Upstream::start("news-old").await;
+    let new = Upstream::start("news-new").await;
+    let mut relaxed = committed_document("news");
+    relaxed["paths"]["/v1/news/articles/{id}/related"] =
+        json!({"get": {"security": [{}, {"bearer": []}]}});
+    relaxed["paths"]["/v1/news/only-old"] = json!({"get": {"security": [{}]}});
+    old.set_document(Document::Text(relaxed.to_string()));
+    new.set_document(Document::Text(news_with_related()));
+    let mut config = config(&[&lingo], &[&old, &new]);
+    config.routes_refresh_secs = 1;
+    let gateway = TestGateway::start(config).await;
+
+    eventually(Duration::from_secs(5), "both documents", || async {
+        status_with_token(&gateway, RELATED).await == 200
+            && gateway.get("/v1/news/only-old").await.status() == 200
+    })
+    .await;
+    // One replica says optional, the other a token: a token it is.
+    let anonymous = gateway.get(RELATED).await;
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(problem(anonymous).await["code"], "missing_token");
+    // Endpoints only one replica documents are in the table (`only-old` answered 200 above;
+    // `reindex`, only in the new document, takes POST alone).
+    assert_eq!(status_with_token(&gateway, "/v1/news/reindex").await, 405);
+}
+
 #[tokio::test]
 async fn a_group_down_at_start_is_routed_by_the_compiled_document_and_learns_when_it_comes_up() {
     let lingo = Upstream::start("lingo-1").await;
