@@ -123,13 +123,20 @@ impl EdgeAuth {
     }
 }
 
-/// Whether `caller` may use an endpoint with `access`.
-pub fn authorize(access: Access, caller: Option<&Caller>) -> Result<(), AuthError> {
+/// Whether `caller` may use an endpoint with `access`. A scoped endpoint needs every scope it
+/// lists; the refusal names them all (RFC 6750's `scope` is a space-separated list).
+pub fn authorize(access: &Access, caller: Option<&Caller>) -> Result<(), AuthError> {
     match (access, caller) {
         (Access::Optional, _) => Ok(()),
         (Access::Required | Access::Scoped(_), None) => Err(AuthError::MissingToken),
         (Access::Required, Some(_)) => Ok(()),
-        (Access::Scoped(scope), Some(caller)) => caller.require_scope(scope),
+        (Access::Scoped(scopes), Some(caller)) => {
+            if scopes.split(' ').all(|scope| caller.has_scope(scope)) {
+                Ok(())
+            } else {
+                Err(AuthError::InsufficientScope(scopes.to_string()))
+            }
+        }
     }
 }
 
@@ -183,18 +190,26 @@ mod tests {
     #[test]
     fn access_rules() {
         let c = (*caller(10)).clone();
-        assert!(authorize(Access::Optional, None).is_ok());
+        assert!(authorize(&Access::Optional, None).is_ok());
         assert_eq!(
-            authorize(Access::Required, None),
+            authorize(&Access::Required, None),
             Err(AuthError::MissingToken)
         );
-        assert!(authorize(Access::Required, Some(&c)).is_ok());
+        assert!(authorize(&Access::Required, Some(&c)).is_ok());
+        let analytics = Access::scoped(["lingo:analytics"]);
         assert_eq!(
-            authorize(Access::Scoped("lingo:analytics"), Some(&c)),
+            authorize(&analytics, Some(&c)),
             Err(AuthError::InsufficientScope("lingo:analytics".into()))
         );
         let mut scoped = c.clone();
         scoped.scopes.insert("lingo:analytics".into());
-        assert!(authorize(Access::Scoped("lingo:analytics"), Some(&scoped)).is_ok());
+        assert!(authorize(&analytics, Some(&scoped)).is_ok());
+        let both = Access::scoped(["lingo:analytics", "lingo:admin"]);
+        assert_eq!(
+            authorize(&both, Some(&scoped)),
+            Err(AuthError::InsufficientScope(
+                "lingo:admin lingo:analytics".into()
+            ))
+        );
     }
 }

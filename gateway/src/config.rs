@@ -105,6 +105,14 @@ pub struct GatewayConfig {
     /// Interval of the background `/readyz` probe of every replica.
     #[arg(long, env = "UPSTREAM_PROBE_INTERVAL_SECS", default_value_t = 5)]
     pub upstream_probe_interval_secs: u64,
+    /// Interval of the `/readyz` probe of a replica that is down (failed its probe or refused a
+    /// connection), so a restarted replica is used again this soon after it is ready.
+    #[arg(long, env = "UPSTREAM_DOWN_PROBE_MS", default_value_t = 500)]
+    pub upstream_down_probe_ms: u64,
+    /// How often each group's routes are read again from its replicas' OpenAPI documents (also
+    /// at start and whenever a replica comes back up).
+    #[arg(long, env = "ROUTES_REFRESH_SECS", default_value_t = 30)]
+    pub routes_refresh_secs: u64,
     /// Per-caller rate limits on or off.
     #[arg(long, env = "RATE_LIMIT_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub rate_limit_enabled: bool,
@@ -158,6 +166,8 @@ impl GatewayConfig {
             upstream_timeout_ms: 10_000,
             upstream_cooldown_secs: 10,
             upstream_probe_interval_secs: 5,
+            upstream_down_probe_ms: 500,
+            routes_refresh_secs: 30,
             rate_limit_enabled: true,
             rate_limit_window_secs: 10,
             rate_limit_reads: 300,
@@ -191,6 +201,14 @@ impl GatewayConfig {
 
     pub fn probe_interval(&self) -> Duration {
         Duration::from_secs(self.upstream_probe_interval_secs.max(1))
+    }
+
+    pub fn down_probe_interval(&self) -> Duration {
+        Duration::from_millis(self.upstream_down_probe_ms.max(10))
+    }
+
+    pub fn routes_refresh_interval(&self) -> Duration {
+        Duration::from_secs(self.routes_refresh_secs.max(1))
     }
 
     /// The number of worker threads: as configured, else one per CPU the process may use.

@@ -2,7 +2,8 @@
 //! assets inside the binary so the page works offline and without a CDN).
 //!
 //! The merged document is the committed `openapi.json` at the top of the repository; a test
-//! regenerates it from the services' code and fails when the two differ.
+//! regenerates it from the services' code and fails when the two differ. It is also the route
+//! table of a group until the group's own document has been read (learn.rs).
 
 use axum::Router;
 use axum::http::{HeaderValue, header};

@@ -6,18 +6,17 @@ use std::time::Instant;
 
 use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use shared_auth::Problem;
 use shared_auth::http::head;
-use shared_auth::http::serve::method_not_allowed;
+use shared_auth::{Problem, SharedCode};
 
 use crate::AppState;
 use crate::auth::authorize;
 use crate::client::MAX_BODY_BYTES;
 use crate::proxy::{Outgoing, payload_too_large, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
-use crate::routes::{self, Endpoint};
+use crate::routes::{self, Lookup};
 
 /// The router's fallback: every path that is none of the gateway's own routes.
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {
@@ -71,10 +70,13 @@ async fn serve(
     let client = state.trusted_proxies.client_of(peer, &parts.headers);
     let not_found = || Problem::from_status(StatusCode::NOT_FOUND);
     let path_and_query = routes::upstream_target(&parts.uri).ok_or_else(not_found)?;
-    let route = routes::classify(path_and_query.as_str(), &parts.method).ok_or_else(not_found)?;
-    // What no service serves is the service's 404 or 405, answered here whatever the token and
-    // whether or not a replica is up.
-    refuse_what_no_service_serves(path_and_query.as_str(), &parts.method)?;
+    // What no service serves is the service's 404 or 405, answered here before the token is
+    // looked at (the order the services judge in) and whether or not a replica is up.
+    let route = match state.routes.lookup(path_and_query.path(), &parts.method) {
+        Lookup::Route(route) => route,
+        Lookup::NotFound => return Err(not_found()),
+        Lookup::MethodNotAllowed(allow) => return Err(method_not_allowed(allow)),
+    };
 
     let caller = state.auth.caller(&parts.headers).await;
     if let Some(limiter) = &state.limiter {
@@ -91,7 +93,7 @@ async fn serve(
             return Err(outcome.problem());
         }
     }
-    let authorized = caller.and_then(|caller| authorize(route.access, caller.as_deref()));
+    let authorized = caller.and_then(|caller| authorize(&route.access, caller.as_deref()));
     if let Err(refusal) = authorized {
         return Err(refusal.into());
     }
@@ -114,15 +116,11 @@ async fn serve(
         .await
 }
 
-/// A path that is no endpoint, or a method its endpoint does not take, gets the service's own 404
-/// or 405 from the gateway, before the token is looked at (the order the services judge in), and
-/// never reaches a service.
-fn refuse_what_no_service_serves(path: &str, method: &Method) -> Result<(), Problem> {
-    match routes::endpoint_at(path) {
-        Some(Endpoint::NoRoute) => Err(Problem::from_status(StatusCode::NOT_FOUND)),
-        Some(endpoint @ Endpoint::Allows(allow)) if !endpoint.allows(method) => {
-            Err(method_not_allowed(allow))
-        }
-        _ => Ok(()),
-    }
+/// A 405 for an endpoint that answers the methods of `allow` (`GET,HEAD`), as the services'
+/// routers answer it, with the `detail` the contract wants.
+fn method_not_allowed(allow: HeaderValue) -> Problem {
+    let methods = allow.to_str().unwrap_or_default().replace(',', ", ");
+    Problem::from_code(SharedCode::MethodNotAllowed)
+        .with_detail(format!("this resource allows only {methods}"))
+        .with_header(header::ALLOW, allow)
 }

@@ -1,11 +1,12 @@
 //! gateway: the front door of the system.
 //!
-//! It owns the edge: the route table of which endpoints need a token, token verification (through
-//! shared-auth, with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB
-//! body limit, and proxying `/v1/lingo/*` and `/v1/news/*` to the services' replicas with streamed
-//! bodies, cooldowns, readiness probes and the failure answers of docs/gateway.md. It owns no data
-//! and must never answer a `/v1` request itself beyond refusing it: the services decide every
-//! success, and they verify the forwarded `Authorization` header again themselves.
+//! It owns the edge: the route table of which endpoints exist and need a token (learned from the
+//! services' own OpenAPI documents, never written here), token verification (through shared-auth,
+//! with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB body limit,
+//! and proxying `/v1/lingo/*` and `/v1/news/*` to the services' replicas with streamed bodies,
+//! cooldowns, readiness probes, panic routing and the failure answers of docs/gateway.md. It owns
+//! no data and must never answer a `/v1` request itself beyond refusing it: the services decide
+//! every success, and they verify the forwarded `Authorization` header again themselves.
 
 pub mod auth;
 pub mod client;
@@ -13,6 +14,7 @@ pub mod client_addr;
 pub mod config;
 pub mod docs;
 pub mod edge;
+pub mod learn;
 pub mod metrics;
 pub mod ops;
 pub mod proxy;
@@ -47,7 +49,7 @@ use crate::config::GatewayConfig;
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::ratelimit::RateLimiter;
-use crate::routes::Group;
+use crate::routes::{Group, RouteTable};
 use crate::upstream::UpstreamGroup;
 
 /// Everything a request handler needs.
@@ -60,6 +62,8 @@ pub struct AppState {
     pub news: Arc<UpstreamGroup>,
     pub metrics: Arc<Metrics>,
     pub trusted_proxies: Arc<TrustedProxies>,
+    /// Both groups' routes, learned from their documents.
+    pub routes: Arc<RouteTable>,
 }
 
 impl AppState {
@@ -89,7 +93,7 @@ pub struct Application {
 
 impl Application {
     /// Binds the listener (port 0 picks a free one), loads the keys and starts the readiness
-    /// probes.
+    /// probes and the route learning (routed by the compiled-in document until then).
     pub async fn build(config: GatewayConfig) -> anyhow::Result<Self> {
         let verifier = Verifier::from_config(&config.auth)
             .await
@@ -101,12 +105,15 @@ impl Application {
             Group::Lingo,
             &config.lingo_upstreams.0,
             config.cooldown(),
+            config.down_probe_interval(),
         ));
         let news = Arc::new(UpstreamGroup::new(
             Group::News,
             &config.news_upstreams.0,
             config.cooldown(),
+            config.down_probe_interval(),
         ));
+        let routes = Arc::new(learn::compiled_routes()?);
         let limiter = config.rate_limit_enabled.then(|| {
             Arc::new(RateLimiter::new(
                 Duration::from_secs(config.rate_limit_window_secs),
@@ -131,12 +138,23 @@ impl Application {
             news: news.clone(),
             metrics: metrics.clone(),
             trusted_proxies: Arc::new(TrustedProxies::new(config.trusted_proxies.0.clone())),
+            routes: routes.clone(),
         };
         let frontend = Frontend::new(state, cors_layer(&config.cors_allowed_origins.0)?);
+        let learners = [&lingo, &news].map(|group| {
+            tokio::spawn(learn::learn_forever(
+                group.clone(),
+                routes.clone(),
+                UpstreamClient::new(config.connect_timeout(), config.upstream_timeout()),
+                metrics.clone(),
+                config.routes_refresh_interval(),
+            ))
+        });
         let probes = tokio::spawn(upstream::probe_forever(
             vec![lingo, news],
             client,
             config.probe_interval(),
+            config.down_probe_interval(),
         ));
 
         let listener = shared_auth::http::serve::bind(config.listen_addr.as_str())
@@ -151,10 +169,13 @@ impl Application {
             frontend,
             header_read_timeout: config.header_read_timeout(),
             workers,
-            background: vec![
+            background: [
                 probes,
                 tokio::spawn(client::close_idle_connections_forever()),
-            ],
+            ]
+            .into_iter()
+            .chain(learners)
+            .collect(),
         })
     }
 
@@ -254,10 +275,10 @@ impl FrontendParts {
         // tower-http's CORS layer answers every `OPTIONS` request with an empty 200. Only a
         // preflight it can accept goes to it; any other `OPTIONS` is judged like any method
         // (a 405 or a 404), as it is with CORS off.
-        let cors = self
-            .cors
-            .as_ref()
-            .filter(|cors| request.method() != Method::OPTIONS || cors.answers_preflight(&request));
+        let cors = self.cors.as_ref().filter(|cors| {
+            request.method() != Method::OPTIONS
+                || cors.answers_preflight(&request, &self.state.routes)
+        });
         // None of the gateway's own routes is under `/v1/`.
         let answer = if request.uri().path().starts_with("/v1/") {
             match cors {
@@ -291,7 +312,7 @@ struct Cors {
 impl Cors {
     /// Whether `request` is a preflight (the Fetch standard's `OPTIONS` with `Origin` and
     /// `Access-Control-Request-Method`) from an allowed origin, to a path that may be an endpoint.
-    fn answers_preflight(&self, request: &Request) -> bool {
+    fn answers_preflight(&self, request: &Request, routes: &RouteTable) -> bool {
         let headers = request.headers();
         let Some(origin) = headers.get(header::ORIGIN) else {
             return false;
@@ -301,8 +322,7 @@ impl Cors {
             .as_ref()
             .is_none_or(|origins| origins.contains(origin));
         let path = request.uri().path();
-        let no_endpoint = path.starts_with("/v1/")
-            && routes::endpoint_at(path) == Some(routes::Endpoint::NoRoute);
+        let no_endpoint = path.starts_with("/v1/") && !routes.has_endpoint(path);
         allowed && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) && !no_endpoint
     }
 }

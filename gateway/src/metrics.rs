@@ -1,6 +1,7 @@
 //! `/metrics`: request counts by route group, method and status, a latency histogram, upstream
-//! errors by kind, requests in flight and token-cache hits, in the Prometheus / OpenMetrics text
-//! format. One registry per [`crate::Application`], so several gateways can run in one test process.
+//! errors by kind, requests in flight, token-cache hits and the route documents read (by
+//! outcome), in the Prometheus / OpenMetrics text format. One registry per
+//! [`crate::Application`], so several gateways can run in one test process.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,6 +38,12 @@ struct UpstreamErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteDocumentLabels {
+    group: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     result: &'static str,
 }
@@ -53,6 +60,7 @@ pub struct Metrics {
     token_cache_hits: Counter,
     token_cache_misses: Counter,
     ready_replicas: Family<GroupLabels, Gauge>,
+    route_documents: Family<RouteDocumentLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -75,6 +83,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let token_cache = Family::<CacheLabels, Counter>::default();
         let ready_replicas = Family::<GroupLabels, Gauge>::default();
+        let route_documents = Family::<RouteDocumentLabels, Counter>::default();
         // Named like the services' request metrics (`<binary>_http_…`), one scheme for all three.
         registry.register(
             "http_requests",
@@ -106,6 +115,12 @@ impl Metrics {
             "Replicas of each upstream group whose last readiness probe succeeded",
             ready_replicas.clone(),
         );
+        registry.register(
+            "route_documents",
+            "Route documents read from replicas, by group and outcome (ok, unavailable, invalid, \
+             wrong_prefix, too_large)",
+            route_documents.clone(),
+        );
         let counter = |result| token_cache.get_or_create(&CacheLabels { result }).clone();
         Self {
             registry,
@@ -116,6 +131,7 @@ impl Metrics {
             token_cache_hits: counter("hit"),
             token_cache_misses: counter("miss"),
             ready_replicas,
+            route_documents,
         }
     }
 
@@ -132,6 +148,13 @@ impl Metrics {
         self.ready_replicas
             .get_or_create(&GroupLabels { group })
             .set(i64::try_from(ready).unwrap_or(i64::MAX));
+    }
+
+    /// One replica's route document was read: `ok`, or why it was not used.
+    pub fn route_document(&self, group: &'static str, outcome: &'static str) {
+        self.route_documents
+            .get_or_create(&RouteDocumentLabels { group, outcome })
+            .inc();
     }
 
     /// One failed attempt at an upstream: `connect`, `timeout`, `reset`, `body`.

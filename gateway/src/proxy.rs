@@ -196,10 +196,11 @@ fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Spa
 
 shared_auth::error_codes! {
     /// The gateway's own codes beside the shared ones: the contract answers `upstream_unavailable`
-    /// with 502 when every replica refused, and with 503 when none could even be tried.
+    /// with 502 when every replica refused, and with 503 when none is configured or every one
+    /// was already marked down and refused again when tried anyway.
     pub enum GatewayCode {
-        /// no replica of the group is configured, or every one is marked down; retry after
-        /// `Retry-After` seconds
+        /// no replica of the group is configured, or every one is marked down and refused again;
+        /// retry after `Retry-After` seconds
         NoReplicaReady = (SERVICE_UNAVAILABLE, "upstream_unavailable",
             "no replica of this upstream is ready"),
         /// only `GET /readyz`: this gateway cannot verify tokens yet (its JWKS has not been
@@ -272,9 +273,10 @@ impl Proxy {
         let label = group.group.label();
         let size = request.body.size_hint();
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let replicas = group
+        let candidates = group
             .candidates(Instant::now())
             .map_err(|why| unavailable(label, why))?;
+        let replicas = &candidates.replicas;
         let body = (size.exact() != Some(0)).then(|| BodyState::new(request.body));
         let Outgoing {
             method,
@@ -303,6 +305,10 @@ impl Proxy {
                 Err(Failure::Final(problem)) => return Err(problem),
                 Err(Failure::NotSent) => continue,
             }
+        }
+        if candidates.all_down {
+            // Marked down before, and still refusing: 503 until a probe finds one back.
+            return Err(unavailable(label, group.all_down()));
         }
         Err(upstream_unavailable(
             "no replica of the group accepted a connection",
@@ -480,7 +486,9 @@ fn unavailable(label: &str, why: NoReplica) -> Problem {
             .with_detail(format!("no {label} replica is configured")),
         NoReplica::AllDown { retry_after_secs } => Problem::from_code(GatewayCode::NoReplicaReady)
             .with_retry_after(retry_after_secs)
-            .with_detail(format!("every {label} replica is marked down")),
+            .with_detail(format!(
+                "every {label} replica is marked down and none accepted a connection"
+            )),
     }
 }
 

@@ -1,6 +1,9 @@
 //! Upstream groups and their replicas: round-robin selection, a cooldown for replicas that refused
-//! a connection, and a background `/readyz` probe that marks replicas up or down. Upstream health
-//! is reported in `/metrics` and the logs, never by the gateway's own `/readyz`.
+//! a connection, and a background `/readyz` probe that marks replicas up or down (a replica that
+//! is down is probed every `UPSTREAM_DOWN_PROBE_MS`, so one that restarts is used again within
+//! that time). When every replica of a group is down they are all tried anyway (panic routing,
+//! as Envoy does below its panic threshold): a refusal without trying would outlast the outage.
+//! Upstream health is reported in `/metrics` and the logs, never by the gateway's own `/readyz`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,6 +13,7 @@ use axum::http::uri::{Authority, PathAndQuery};
 use axum::http::{Method, Request, Uri};
 use bytes::Bytes;
 use reqwest::Url;
+use tokio::sync::Notify;
 
 use crate::client::{Endpoint, OutBody, UpstreamClient};
 use crate::routes::Group;
@@ -81,20 +85,32 @@ pub struct UpstreamGroup {
     pub replicas: Vec<Arc<Replica>>,
     next: AtomicUsize,
     cooldown: Duration,
+    /// How often a replica that is down is probed.
+    down_probe: Duration,
+    /// Told when a replica that was down is up again (the group's routes are read again then).
+    pub came_back: Notify,
 }
 
-/// Why no replica can be tried right now.
+/// Why no replica can be tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoReplica {
     NoneConfigured,
-    /// All replicas are cooling down or failed their probe; retry after this many seconds.
+    /// Every replica was marked down and none accepted a connection when tried anyway; retry
+    /// after this many seconds.
     AllDown {
         retry_after_secs: u32,
     },
 }
 
+/// The replicas to try for one request, in order.
+pub struct Candidates {
+    pub replicas: Vec<Arc<Replica>>,
+    /// Every replica is marked down: these are all of them, tried anyway (panic routing).
+    pub all_down: bool,
+}
+
 impl UpstreamGroup {
-    pub fn new(group: Group, bases: &[Url], cooldown: Duration) -> Self {
+    pub fn new(group: Group, bases: &[Url], cooldown: Duration, down_probe: Duration) -> Self {
         if bases.is_empty() {
             // Allowed (a gateway for one service only), but a typo in a manifest looks the same.
             tracing::warn!(
@@ -112,42 +128,44 @@ impl UpstreamGroup {
                 .collect(),
             next: AtomicUsize::new(0),
             cooldown,
+            down_probe,
+            came_back: Notify::new(),
         }
     }
 
     /// The available replicas in the order to try them: round-robin start, then the others.
-    pub fn candidates(&self, now: Instant) -> Result<Vec<Arc<Replica>>, NoReplica> {
+    /// When none is available, all of them in that order, marked as a panic: a replica marked
+    /// down may be back already (the probe has not seen it yet), and trying costs a refused
+    /// connection where refusing without trying would cost the whole outage.
+    pub fn candidates(&self, now: Instant) -> Result<Candidates, NoReplica> {
         let count = self.replicas.len();
         if count == 0 {
             return Err(NoReplica::NoneConfigured);
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % count;
-        let ordered: Vec<Arc<Replica>> = (0..count)
-            .map(|i| self.replicas[(start + i) % count].clone())
+        let ordered = || (0..count).map(|i| self.replicas[(start + i) % count].clone());
+        let available: Vec<Arc<Replica>> = ordered()
             .filter(|replica| replica.is_available(now))
             .collect();
-        if ordered.is_empty() {
-            return Err(NoReplica::AllDown {
-                retry_after_secs: self.retry_after(now),
+        if available.is_empty() {
+            return Ok(Candidates {
+                replicas: ordered().collect(),
+                all_down: true,
             });
         }
-        Ok(ordered)
+        Ok(Candidates {
+            replicas: available,
+            all_down: false,
+        })
     }
 
-    /// Seconds until the first cooldown ends (at least 1; the cooldown itself when only probes
-    /// failed, since the next probe may bring a replica back).
-    fn retry_after(&self, now: Instant) -> u32 {
-        let soonest = self
-            .replicas
-            .iter()
-            .filter_map(|r| r.cooldown_until())
-            .filter(|t| *t > now)
-            .map(|t| t.duration_since(now))
-            .min()
-            .unwrap_or(self.cooldown);
-        u32::try_from(soonest.as_secs_f64().ceil() as u64)
-            .unwrap_or(u32::MAX)
-            .max(1)
+    /// Every replica was down and refused when tried anyway: retry once the next probe of a
+    /// down replica may have found one back (at least a second).
+    pub fn all_down(&self) -> NoReplica {
+        let secs = self.down_probe.as_secs_f64().ceil() as u64;
+        NoReplica::AllDown {
+            retry_after_secs: u32::try_from(secs).unwrap_or(u32::MAX).max(1),
+        }
     }
 
     /// A replica refused a connection: skip it for the cooldown.
@@ -165,33 +183,38 @@ impl UpstreamGroup {
         self.replicas.iter().filter(|r| r.is_available(now)).count()
     }
 
-    /// Probes every replica once; returns how many answered their `/readyz` with 2xx.
-    pub async fn probe(&self, client: &UpstreamClient) -> usize {
-        let probes = self.replicas.iter().map(|replica| async move {
-            let ok = probe_replica(client, replica).await;
-            let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
-            if ok {
-                // A replica that answers again is usable at once, cooldown or not.
-                replica.set_cooldown(None);
-            }
-            if ok != was_ok {
-                tracing::info!(group = self.group.label(), upstream = %replica.base, ready = ok, "replica readiness changed");
-            }
-            ok
-        });
-        let ready = futures_util::future::join_all(probes)
-            .await
-            .into_iter()
-            .filter(|ok| *ok)
-            .count();
-        if ready == 0 && !self.replicas.is_empty() {
+    /// Probes the replicas that are down, or every replica when `all`. A replica that was down
+    /// and answers is usable at once, and `came_back` is told.
+    pub async fn probe(&self, client: &UpstreamClient, all: bool) {
+        let now = Instant::now();
+        let probes = self
+            .replicas
+            .iter()
+            .filter(|replica| all || !replica.is_available(now))
+            .map(|replica| async move {
+                let was_available = replica.is_available(now);
+                let ok = probe_replica(client, replica).await;
+                let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
+                if ok {
+                    // A replica that answers again is usable at once, cooldown or not.
+                    replica.set_cooldown(None);
+                }
+                if ok != was_ok {
+                    tracing::info!(group = self.group.label(), upstream = %replica.base, ready = ok, "replica readiness changed");
+                }
+                ok && !was_available
+            });
+        let answers = futures_util::future::join_all(probes).await;
+        if answers.iter().any(|came_back| *came_back) {
+            self.came_back.notify_one();
+        }
+        if all && self.ready_replicas() == 0 && !self.replicas.is_empty() {
             tracing::warn!(
                 group = self.group.label(),
                 replicas = self.replicas.len(),
                 "no ready replica in the group"
             );
         }
-        ready
     }
 }
 
@@ -211,20 +234,26 @@ async fn probe_replica(client: &UpstreamClient, replica: &Replica) -> bool {
     matches!(answered, Ok(Ok(response)) if response.status().is_success())
 }
 
-/// Probes every group forever, every `interval` (the first probe right away); `/metrics` and
-/// `/readyz` read the results when asked.
+/// Probes every replica of every group forever, every `interval` (the first probe right away),
+/// and the replicas that are down every `down_interval` in between; `/metrics` and `/readyz`
+/// read the results when asked.
 pub async fn probe_forever(
     groups: Vec<Arc<UpstreamGroup>>,
     client: UpstreamClient,
     interval: Duration,
+    down_interval: Duration,
 ) {
-    let mut ticker = tokio::time::interval(interval);
+    let mut ticker = tokio::time::interval(down_interval.min(interval));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_full = tokio::time::Instant::now();
     loop {
-        ticker.tick().await;
-        for group in &groups {
-            group.probe(&client).await;
+        let now = ticker.tick().await;
+        let all = now >= next_full;
+        if all {
+            next_full = now + interval;
         }
+        // The groups side by side: a group whose replicas time out does not slow the other's.
+        futures_util::future::join_all(groups.iter().map(|group| group.probe(&client, all))).await;
     }
 }
 
@@ -236,7 +265,12 @@ mod tests {
         let bases: Vec<Url> = (0..n)
             .map(|i| Url::parse(&format!("http://127.0.0.1:{}", 9000 + i)).expect("url"))
             .collect();
-        UpstreamGroup::new(Group::News, &bases, Duration::from_secs(10))
+        UpstreamGroup::new(
+            Group::News,
+            &bases,
+            Duration::from_secs(10),
+            Duration::from_millis(500),
+        )
     }
 
     #[test]
@@ -245,37 +279,38 @@ mod tests {
         let now = Instant::now();
         let firsts: Vec<u16> = (0..6)
             .map(|_| {
-                g.candidates(now).expect("available")[0]
+                g.candidates(now).expect("available").replicas[0]
                     .base
                     .port()
                     .expect("port")
             })
             .collect();
         assert_eq!(firsts, vec![9000, 9001, 9002, 9000, 9001, 9002]);
-        assert_eq!(g.candidates(now).expect("available").len(), 3);
+        assert_eq!(g.candidates(now).expect("available").replicas.len(), 3);
     }
 
     #[test]
-    fn refused_replicas_cool_down() {
+    fn refused_replicas_cool_down_and_all_are_tried_when_all_are_down() {
         let g = group(2);
         let now = Instant::now();
         g.mark_refused(&g.replicas[0], now);
         let left = g.candidates(now).expect("one left");
-        assert_eq!(left.len(), 1);
-        assert_eq!(left[0].base.port(), Some(9001));
+        assert!(!left.all_down);
+        assert_eq!(left.replicas.len(), 1);
+        assert_eq!(left.replicas[0].base.port(), Some(9001));
         g.mark_refused(&g.replicas[1], now + Duration::from_secs(3));
+        let panic = g.candidates(now + Duration::from_secs(4)).expect("all");
+        assert!(panic.all_down);
+        assert_eq!(panic.replicas.len(), 2, "every replica is tried anyway");
         assert_eq!(
-            g.candidates(now + Duration::from_secs(4)).err(),
-            Some(NoReplica::AllDown {
-                retry_after_secs: 6
-            })
+            g.all_down(),
+            NoReplica::AllDown {
+                retry_after_secs: 1
+            }
         );
-        assert_eq!(
-            g.candidates(now + Duration::from_secs(10))
-                .expect("back")
-                .len(),
-            1
-        );
+        let back = g.candidates(now + Duration::from_secs(10)).expect("back");
+        assert!(!back.all_down);
+        assert_eq!(back.replicas.len(), 1);
     }
 
     #[test]

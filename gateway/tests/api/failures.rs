@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use shared_auth::testing::token;
 
-use crate::helpers::{TestGateway, Upstream, config, gateway_in_front_of, problem};
+use crate::helpers::{
+    TestGateway, Upstream, config, gateway_in_front_of, is_document_request, problem,
+};
 
 /// A port nothing listens on.
 async fn dead_url() -> String {
@@ -37,7 +39,7 @@ async fn hang_up_replica() -> (String, Arc<AtomicUsize>) {
                 let Ok(n) = socket.read(&mut buffer).await else {
                     return;
                 };
-                if buffer[..n].starts_with(b"GET /readyz ") {
+                if buffer[..n].starts_with(b"GET /readyz ") || is_document_request(&buffer[..n]) {
                     let ok = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
                     let _ = socket.write_all(ok.as_bytes()).await;
                 } else if n > 0 {
@@ -80,7 +82,10 @@ async fn idle_closing_replica(idle_close: Duration) -> (String, Arc<ConnectionCo
                     // Bodiless requests: each ends with its blank line.
                     while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                         let request: Vec<u8> = pending.drain(..end + 4).collect();
-                        if request.starts_with(b"GET /v1/") && !counted {
+                        if request.starts_with(b"GET /v1/")
+                            && !is_document_request(&request)
+                            && !counted
+                        {
                             counted = true;
                             counter.used.fetch_add(1, Ordering::SeqCst);
                         }
@@ -383,7 +388,7 @@ async fn fixed_answer_replica(answer: &'static str, hold_open: bool) -> String {
                 let Ok(n) = socket.read(&mut buffer).await else {
                     return;
                 };
-                if buffer[..n].starts_with(b"GET /readyz ") {
+                if buffer[..n].starts_with(b"GET /readyz ") || is_document_request(&buffer[..n]) {
                     let ok = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
                     let _ = socket.write_all(ok.as_bytes()).await;
                     return;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use shared_auth::testing::token;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{Stack, gateway_in_front_of, problem};
+use crate::helpers::{Stack, gateway_in_front_of, is_document_request, problem};
 
 async fn echo_of(response: reqwest::Response) -> Value {
     assert!(response.status().is_success(), "{}", response.status());
@@ -216,7 +216,7 @@ async fn early_answering_upstream(linger: bool) -> String {
                 let Ok(n) = stream.read(&mut buffer).await else {
                     return;
                 };
-                if buffer[..n].starts_with(b"GET /readyz ") {
+                if buffer[..n].starts_with(b"GET /readyz ") || is_document_request(&buffer[..n]) {
                     let _ = stream
                         .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                         .await;

@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -29,17 +29,33 @@ struct UpstreamState {
     hits: Arc<AtomicUsize>,
     probes: Arc<AtomicUsize>,
     ready: Arc<AtomicBool>,
+    document: Arc<Mutex<Document>>,
+    documents_served: Arc<AtomicUsize>,
 }
 
-/// A stand-in for a service replica. Every request except `/readyz` is counted and answered with
-/// a JSON echo `{replica, method, path, headers, body_len}`; `?sleep_ms=N` delays the answer and a
-/// path ending in `/big` streams [`BIG_BODY_BYTES`] of zeros.
+/// What a stand-in replica answers at `/v1/<group>/openapi.json`.
+#[derive(Clone)]
+pub enum Document {
+    /// The group's part of the committed `openapi.json`, as the real service publishes it.
+    Committed,
+    /// This text, as `application/json`.
+    Text(String),
+    /// This many bytes of JSON whitespace, streamed without a `Content-Length`.
+    Endless(usize),
+}
+
+/// A stand-in for a service replica. Every request except `/readyz` and its OpenAPI document
+/// (`/v1/<group>/openapi.json`, read by the gateway to learn its routes) is counted and answered
+/// with a JSON echo `{replica, method, path, headers, body_len}`; `?sleep_ms=N` delays the answer
+/// and a path ending in `/big` streams [`BIG_BODY_BYTES`] of zeros.
 pub struct Upstream {
     pub url: String,
     pub addr: SocketAddr,
     hits: Arc<AtomicUsize>,
     probes: Arc<AtomicUsize>,
     ready: Arc<AtomicBool>,
+    document: Arc<Mutex<Document>>,
+    documents_served: Arc<AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -54,15 +70,27 @@ impl Upstream {
 
     /// Serves on `listener` (used to bring a replica back on the same port).
     pub fn serve_on(name: &str, listener: tokio::net::TcpListener) -> Self {
+        Self::serve_document_on(name, listener, Document::Committed)
+    }
+
+    /// Serves on `listener`, publishing `document` as its OpenAPI document.
+    pub fn serve_document_on(
+        name: &str,
+        listener: tokio::net::TcpListener,
+        document: Document,
+    ) -> Self {
         let addr = listener.local_addr().expect("addr");
         let state = UpstreamState {
             name: name.to_owned(),
             hits: Arc::new(AtomicUsize::new(0)),
             probes: Arc::new(AtomicUsize::new(0)),
             ready: Arc::new(AtomicBool::new(true)),
+            document: Arc::new(Mutex::new(document)),
+            documents_served: Arc::new(AtomicUsize::new(0)),
         };
         let app = Router::new()
             .route("/readyz", get(readyz))
+            .route("/v1/{group}/openapi.json", get(openapi_document))
             .fallback(echo)
             .with_state(state.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -80,6 +108,8 @@ impl Upstream {
             hits: state.hits,
             probes: state.probes,
             ready: state.ready,
+            document: state.document,
+            documents_served: state.documents_served,
             stop: Some(stop),
             task: Some(task),
         }
@@ -109,6 +139,16 @@ impl Upstream {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
+    /// From now on the replica publishes `document`.
+    pub fn set_document(&self, document: Document) {
+        *self.document.lock().expect("document") = document;
+    }
+
+    /// How many times its OpenAPI document was asked for.
+    pub fn documents_served(&self) -> usize {
+        self.documents_served.load(Ordering::SeqCst)
+    }
+
     /// Stops the replica: no more connections are accepted and open ones are closed.
     pub async fn kill(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -129,6 +169,40 @@ async fn readyz(State(state): State<UpstreamState>) -> StatusCode {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+/// The group's paths of the committed `openapi.json` (both groups merged), as one service's own
+/// document.
+pub fn committed_document(group: &str) -> Value {
+    let mut document: Value =
+        serde_json::from_str(include_str!("../../../openapi.json")).expect("committed document");
+    let prefix = format!("/v1/{group}/");
+    document["paths"]
+        .as_object_mut()
+        .expect("paths")
+        .retain(|path, _| path.starts_with(&prefix));
+    document
+}
+
+async fn openapi_document(
+    State(state): State<UpstreamState>,
+    Path(group): Path<String>,
+) -> Response {
+    state.documents_served.fetch_add(1, Ordering::SeqCst);
+    let document = state.document.lock().expect("document").clone();
+    match document {
+        Document::Committed => axum::Json(committed_document(&group)).into_response(),
+        Document::Text(text) => ([("content-type", "application/json")], text).into_response(),
+        Document::Endless(bytes) => {
+            let chunks = futures_util::stream::iter(0..bytes.div_ceil(CHUNK))
+                .map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b' '; CHUNK])));
+            (
+                [("content-type", "application/json")],
+                Body::from_stream(chunks),
+            )
+                .into_response()
+        }
     }
 }
 
@@ -318,4 +392,11 @@ pub async fn raw_exchange(addr: SocketAddr, message: &str) -> String {
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.expect("read");
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Whether a raw request head asks for a group's OpenAPI document: the gateway reads it from
+/// every replica to learn the group's routes, so a hand-written replica answers it aside.
+pub fn is_document_request(head: &[u8]) -> bool {
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    line.starts_with(b"GET /v1/") && line.ends_with(b"/openapi.json HTTP/1.1")
 }

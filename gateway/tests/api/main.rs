@@ -7,6 +7,7 @@ mod binary;
 mod failures;
 mod hardening;
 mod helpers;
+mod learned;
 mod lifecycle;
 mod limits;
 mod ops;

@@ -370,6 +370,91 @@ async fn one_service_down_never_takes_the_other_with_it() {
 
 /// A chunked body over the gateway's 1 MiB limit is refused by the gateway, even though the
 /// service stops reading much earlier at its own limit.
+/// The gateway reads both services' own documents (`/v1/<group>/openapi.json`) and takes them:
+/// what the services publish is something the gateway can route by.
+#[tokio::test]
+async fn the_gateway_learns_its_routes_from_both_services_documents() {
+    let stack = stack::start(None).await;
+    let client = Client::new();
+    let metrics_url = format!("{}/metrics", stack.gateway_url);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = client
+            .get(&metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let read = |group: &str, outcome: &str| {
+            let line = format!(
+                "gateway_route_documents_total{{group=\"{group}\",outcome=\"{outcome}\"}} "
+            );
+            text.lines().any(|l| l.starts_with(&line))
+        };
+        for group in ["lingo", "news"] {
+            for outcome in ["invalid", "wrong_prefix", "too_large"] {
+                assert!(!read(group, outcome), "{group}: {outcome}\n{text}");
+            }
+        }
+        if read("lingo", "ok") && read("news", "ok") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let xp = client
+        .get(format!("{}/v1/lingo/me/xp", stack.gateway_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        xp.status(),
+        StatusCode::UNAUTHORIZED,
+        "required, as lingo documents it"
+    );
+}
+
+/// The only lingo replica is killed and started again on its port: the gateway serves lingo
+/// again as soon as the service is ready (it tries a replica marked down rather than refusing
+/// without trying, and probes it every 0.5 s), not after its cooldown or full probe interval.
+#[tokio::test]
+async fn the_only_replica_restarted_is_served_within_a_second_of_being_ready() {
+    let mut stack = stack::start(None).await;
+    let client = Client::new();
+    let languages = format!("{}/v1/lingo/languages", stack.gateway_url);
+    assert_eq!(client.get(&languages).send().await.unwrap().status(), 200);
+
+    stack.stop_lingo().await;
+    for _ in 0..3 {
+        let status = client.get(&languages).send().await.unwrap().status();
+        assert!(
+            status == StatusCode::BAD_GATEWAY || status == StatusCode::SERVICE_UNAVAILABLE,
+            "{status}"
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+
+    stack.restart_lingo().await;
+    let ready = std::time::Instant::now();
+    loop {
+        let status = client.get(&languages).send().await.unwrap().status();
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(
+            ready.elapsed() < std::time::Duration::from_secs(3),
+            "lingo not served 3 s after it was ready: {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    println!(
+        "lingo-service restarted: served through the gateway {:?} after it was ready",
+        ready.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_chunked_body_over_1_mib_is_413_from_the_gateway() {
     let system = System::start().await;
