@@ -1,5 +1,6 @@
 //! The handler of every `/v1/lingo/*` and `/v1/news/*` request: route, authenticate, rate-limit,
-//! authorize, then proxy. Everything refused here never reaches an upstream.
+//! authorize, then answer from the cache of public answers or proxy. Everything refused here never
+//! reaches an upstream.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
@@ -14,6 +15,7 @@ use shared_auth::http::serve::method_not_allowed;
 
 use crate::AppState;
 use crate::auth::authorize;
+use crate::cache;
 use crate::client::MAX_BODY_BYTES;
 use crate::proxy::{Outgoing, payload_too_large, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
@@ -108,10 +110,11 @@ async fn serve(
         headers,
         body,
     };
-    state
-        .proxy
-        .forward(state.group(route.group), outgoing)
-        .await
+    let group = state.group(route.group);
+    match &state.cache {
+        Some(cache) if cache::takes(&outgoing) => cache.serve(&state.proxy, group, outgoing).await,
+        _ => state.proxy.forward(group, outgoing).await,
+    }
 }
 
 /// A path that is no endpoint, or a method its endpoint does not take, gets the service's own 404
