@@ -25,8 +25,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt as _;
-use shared_auth::Problem;
 use shared_auth::http::cache::none_match;
+use shared_auth::{Problem, SharedCode};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -237,11 +237,15 @@ impl AnswerCache {
                 // Ends (with an error, as nothing is ever sent) when the leader drops its sender.
                 let _ = tokio::time::timeout(self.wait_limit, done.changed()).await;
                 let now = Instant::now();
-                if let Lookup::Fresh(answer) = self.lookup(target, &request.headers, now) {
-                    return Ok(answer.reply(&request.method, &request.headers, now));
+                match self.lookup(target, &request.headers, now) {
+                    Lookup::Fresh(answer) => {
+                        return Ok(answer.reply(&request.method, &request.headers, now));
+                    }
+                    Lookup::Pass => return proxy.forward(group, request).await,
+                    // Nothing stored: this request goes upstream on its own, without queueing
+                    // again.
+                    Lookup::Miss => None,
                 }
-                // Nothing stored: this request goes upstream on its own, without queueing again.
-                None
             }
         };
         self.fetch(proxy, group, request, leader).await
@@ -296,9 +300,19 @@ impl AnswerCache {
         let (parts, body) = response.into_parts();
         let body = match read_whole(body, self.largest_body).await {
             Read::Whole(body) => body,
-            Read::Partly(body) => {
+            Read::TooLarge(body) => {
                 self.pass(target, now);
                 return Ok(Response::from_parts(parts, body));
+            }
+            Read::BrokeOff => {
+                // Nothing of the answer has reached the client yet: a problem, not a broken body.
+                self.metrics.upstream_error(group.group.label(), "reset");
+                tracing::warn!(
+                    target = &*target,
+                    "upstream broke off a cacheable answer's body"
+                );
+                return Err(Problem::from_code(SharedCode::UpstreamUnavailable)
+                    .with_detail("the upstream broke off its answer's body"));
             }
         };
         let answer = Arc::new(Answer::new(parts.headers, body, &sent, storable, now));
@@ -551,15 +565,16 @@ impl Answer {
 
 enum Read {
     Whole(Bytes),
-    /// Larger than the limit, or broken off: what was read followed by the rest (or the error),
-    /// to be streamed to the client as proxying would have.
-    Partly(Body),
+    /// What was read followed by the rest, to be streamed through as proxying would have.
+    TooLarge(Body),
+    /// The body ended in an error (a reset, a stall, broken framing) before its end.
+    BrokeOff,
 }
 
 /// Reads `body` whole if it is at most `limit` bytes.
 async fn read_whole(mut body: Body, limit: u64) -> Read {
     if body.size_hint().lower() > limit {
-        return Read::Partly(body);
+        return Read::TooLarge(body);
     }
     let mut pieces: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
@@ -575,13 +590,10 @@ async fn read_whole(mut body: Body, limit: u64) -> Read {
                 total += data.len() as u64;
                 pieces.push(data);
                 if total > limit {
-                    return Read::Partly(prefixed(pieces, body.into_data_stream()));
+                    return Read::TooLarge(prefixed(pieces, body.into_data_stream()));
                 }
             }
-            Some(Err(error)) => {
-                let failed = futures_util::stream::once(std::future::ready(Err(error)));
-                return Read::Partly(prefixed(pieces, failed));
-            }
+            Some(Err(_)) => return Read::BrokeOff,
         }
     }
     Read::Whole(match pieces.len() {

@@ -1,7 +1,8 @@
 //! The cache of public answers, over real HTTP, in front of an upstream that counts the requests
 //! it gets per target and answers with the caching headers the query asks for:
 //! `cc` (Cache-Control), `vary`, `cookie=1` (Set-Cookie), `status`, `sleep_ms`, `size` (a body of
-//! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length).
+//! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
+//! `break=1` (a chunked body that breaks off after its first piece).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,12 +13,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use futures_util::StreamExt as _;
 use futures_util::future::join_all;
 use gateway::config::GatewayConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 
-use crate::helpers::TestGateway;
+use crate::helpers::{TestGateway, problem};
 
 #[derive(Clone, Default)]
 struct Counts {
@@ -117,7 +119,17 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
             serde_json::to_vec(&json!({"n": n, "target": target, "language": language})).unwrap()
         }
     };
-    let body = if query.contains_key("chunked") {
+    let body = if query.contains_key("break") {
+        // The break comes a moment after the first piece, which has gone out by then.
+        let start = futures_util::stream::once(async {
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"the start"))
+        });
+        let broken = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Err(std::io::Error::other("the upstream broke off"))
+        });
+        Body::from_stream(start.chain(broken))
+    } else if query.contains_key("chunked") {
         let pieces: Vec<Result<bytes::Bytes, std::io::Error>> = body
             .chunks(16 * 1024)
             .map(|piece| Ok(bytes::Bytes::copy_from_slice(piece)))
@@ -434,6 +446,15 @@ async fn large_and_chunked_answers_are_passed_on_whole() {
         assert_eq!(response.bytes().await.unwrap(), vec![b'x'; 100_000]);
     }
     assert_eq!(origin.hits(&chunked), 1);
+    // A body that breaks off while the gateway reads it to store it is a 502 (nothing of it has
+    // reached the client), and nothing is stored.
+    let broken = format!("/v1/news/articles/broken?{PUBLIC}&break=1");
+    for round in 1..=2 {
+        let response = get(&gateway, &broken).await;
+        assert_eq!(response.status(), 502);
+        assert_eq!(problem(response).await["code"], "upstream_unavailable");
+        assert_eq!(origin.hits(&broken), round);
+    }
 }
 
 #[tokio::test]
