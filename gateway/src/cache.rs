@@ -308,7 +308,7 @@ impl AnswerCache {
                 // Nothing of the answer has reached the client yet: a problem, not a broken body.
                 self.metrics.upstream_error(group.group.label(), "reset");
                 tracing::warn!(
-                    target = &*target,
+                    url = &*target,
                     "upstream broke off a cacheable answer's body"
                 );
                 return Err(Problem::from_code(SharedCode::UpstreamUnavailable)

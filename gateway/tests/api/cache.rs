@@ -231,6 +231,38 @@ async fn waiters_go_upstream_themselves_when_the_leader_gets_nothing_storable() 
 }
 
 #[tokio::test]
+async fn a_waiter_is_answered_when_the_leaders_client_goes_away() {
+    use tokio::io::AsyncWriteExt as _;
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let target = format!("/v1/news/articles/abandoned?{PUBLIC}&sleep_ms=600");
+
+    // The leader: a client that sends its request and hangs up before the answer.
+    let mut leader = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nhost: gateway\r\n\r\n");
+    leader.write_all(request.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiter = tokio::spawn({
+        let request = gateway.client.get(gateway.url(&target));
+        async move { request.send().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(leader);
+
+    let started = std::time::Instant::now();
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.json::<Value>().await.unwrap()["n"].is_u64());
+    // Answered by the leader's stored answer or by its own upstream request, never left to
+    // wait for the upstream timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn answers_that_are_personal_or_not_public_are_never_stored() {
     let origin = Origin::start().await;
     let gateway = gateway_with(&origin, |_| {}).await;
