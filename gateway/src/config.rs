@@ -79,6 +79,9 @@ impl FromStr for CidrList {
     }
 }
 
+/// 64 MiB: some thousands of pages of articles, a small part of a gateway's memory.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Everything `gateway serve` reads.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayConfig {
@@ -141,6 +144,10 @@ pub struct GatewayConfig {
     /// How many verified tokens are remembered (0 turns the cache off).
     #[arg(long, env = "TOKEN_CACHE_CAPACITY", default_value_t = 10_000)]
     pub token_cache_capacity: usize,
+    /// Memory of the cache of public answers (anonymous GETs answered `Cache-Control: public,
+    /// max-age=N`), in bytes; 0 turns the cache off.
+    #[arg(long, env = "GATEWAY_CACHE_MAX_BYTES", default_value_t = DEFAULT_CACHE_MAX_BYTES)]
+    pub cache_max_bytes: u64,
     /// Worker threads serving connections, each with its own event loop and upstream
     /// connections; 0 means one per CPU the process may use.
     #[arg(long, env = "GATEWAY_WORKERS", default_value_t = 0)]
@@ -177,6 +184,7 @@ impl GatewayConfig {
             trusted_proxies: CidrList::default(),
             header_read_timeout_ms: 10_000,
             rate_limit_max_keys: 200_000,
+            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             workers: 0,
             // Same secret as shared_auth::testing::TEST_SECRET, so its `token(sub)` works.
             auth: AuthConfig::hs256("test-secret-that-is-long-enough-for-hs256"),

@@ -1,5 +1,6 @@
 //! The handler of every `/v1/lingo/*` and `/v1/news/*` request: route, authenticate, rate-limit,
-//! authorize, then proxy. Everything refused here never reaches an upstream.
+//! authorize, then answer from the cache of public answers or proxy. Everything refused here never
+//! reaches an upstream.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
@@ -13,6 +14,7 @@ use shared_auth::{Problem, SharedCode};
 
 use crate::AppState;
 use crate::auth::authorize;
+use crate::cache;
 use crate::client::MAX_BODY_BYTES;
 use crate::proxy::{Outgoing, payload_too_large, to_upstream_headers};
 use crate::ratelimit::{Budget, Decision, RateLimiter};
@@ -110,10 +112,11 @@ async fn serve(
         headers,
         body,
     };
-    state
-        .proxy
-        .forward(state.group(route.group), outgoing)
-        .await
+    let group = state.group(route.group);
+    match &state.cache {
+        Some(cache) if cache::takes(&outgoing) => cache.serve(&state.proxy, group, outgoing).await,
+        _ => state.proxy.forward(group, outgoing).await,
+    }
 }
 
 /// A 405 for an endpoint that answers the methods of `allow` (`GET,HEAD`), as the services'

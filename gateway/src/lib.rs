@@ -2,13 +2,15 @@
 //!
 //! It owns the edge: the route table of which endpoints exist and need a token (learned from the
 //! services' own OpenAPI documents, never written here), token verification (through shared-auth,
-//! with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB body limit,
-//! and proxying `/v1/lingo/*` and `/v1/news/*` to the services' replicas with streamed bodies,
-//! cooldowns, readiness probes, panic routing and the failure answers of docs/gateway.md. It owns
-//! no data and must never answer a `/v1` request itself beyond refusing it: the services decide
-//! every success, and they verify the forwarded `Authorization` header again themselves.
+//! with a bounded cache of verified tokens), per-caller rate limits, CORS, the 1 MiB body limit, a
+//! shared cache of public answers (cache.rs), and proxying `/v1/lingo/*` and `/v1/news/*` to the
+//! services' replicas with streamed bodies, cooldowns, readiness probes, panic routing and the
+//! failure answers of docs/gateway.md. It owns no data and must never answer a `/v1` request itself
+//! beyond refusing it or replaying a service's public answer: the services decide every success,
+//! and they verify the forwarded `Authorization` header again themselves.
 
 pub mod auth;
+pub mod cache;
 pub mod client;
 pub mod client_addr;
 pub mod config;
@@ -43,6 +45,7 @@ use tower::{Layer as _, ServiceExt as _};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::EdgeAuth;
+use crate::cache::AnswerCache;
 use crate::client::UpstreamClient;
 use crate::client_addr::TrustedProxies;
 use crate::config::GatewayConfig;
@@ -64,6 +67,8 @@ pub struct AppState {
     pub trusted_proxies: Arc<TrustedProxies>,
     /// Both groups' routes, learned from their documents.
     pub routes: Arc<RouteTable>,
+    /// The cache of public answers; `None` when `GATEWAY_CACHE_MAX_BYTES` is 0.
+    pub cache: Option<Arc<AnswerCache>>,
 }
 
 impl AppState {
@@ -139,6 +144,12 @@ impl Application {
             metrics: metrics.clone(),
             trusted_proxies: Arc::new(TrustedProxies::new(config.trusted_proxies.0.clone())),
             routes: routes.clone(),
+            cache: AnswerCache::new(
+                config.cache_max_bytes,
+                config.upstream_timeout(),
+                metrics.clone(),
+            )
+            .map(Arc::new),
         };
         let frontend = Frontend::new(state, cors_layer(&config.cors_allowed_origins.0)?);
         let learners = [&lingo, &news].map(|group| {

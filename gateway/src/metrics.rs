@@ -1,7 +1,7 @@
 //! `/metrics`: request counts by route group, method and status, a latency histogram, upstream
-//! errors by kind, requests in flight, token-cache hits and the route documents read (by
-//! outcome), in the Prometheus / OpenMetrics text format. One registry per
-//! [`crate::Application`], so several gateways can run in one test process.
+//! errors by kind, requests in flight, token-cache hits, the route documents read (by outcome) and
+//! the answer cache's lookups and size, in the Prometheus / OpenMetrics text format. One registry
+//! per [`crate::Application`], so several gateways can run in one test process.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -61,6 +61,17 @@ pub struct Metrics {
     token_cache_misses: Counter,
     ready_replicas: Family<GroupLabels, Gauge>,
     route_documents: Family<RouteDocumentLabels, Counter>,
+    answer_cache: AnswerCacheMetrics,
+}
+
+/// The answer cache's counters (resolved once, like the token cache's) and its size.
+struct AnswerCacheMetrics {
+    hits: Counter,
+    misses: Counter,
+    coalesced: Counter,
+    passes: Counter,
+    bytes: Gauge,
+    entries: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -122,6 +133,7 @@ impl Metrics {
             route_documents.clone(),
         );
         let counter = |result| token_cache.get_or_create(&CacheLabels { result }).clone();
+        let answer_cache = AnswerCacheMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -132,7 +144,38 @@ impl Metrics {
             token_cache_misses: counter("miss"),
             ready_replicas,
             route_documents,
+            answer_cache,
         }
+    }
+
+    /// A GET or HEAD answered from the answer cache without waiting.
+    pub fn answer_cache_hit(&self) {
+        self.answer_cache.hits.inc();
+    }
+
+    /// A cacheable request that went to the upstream itself (and may have filled the cache).
+    pub fn answer_cache_miss(&self) {
+        self.answer_cache.misses.inc();
+    }
+
+    /// A miss that waited for another request's upstream call to the same URL.
+    pub fn answer_cache_coalesced(&self) {
+        self.answer_cache.coalesced.inc();
+    }
+
+    /// A request for a URL whose answer was lately found not storable: sent on without waiting.
+    pub fn answer_cache_pass(&self) {
+        self.answer_cache.passes.inc();
+    }
+
+    /// What the answer cache holds after a change.
+    pub fn set_answer_cache_size(&self, bytes: u64, entries: usize) {
+        self.answer_cache
+            .bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.answer_cache
+            .entries
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
     }
 
     pub fn token_cache_hit(&self) {
@@ -168,6 +211,40 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
+    }
+}
+
+impl AnswerCacheMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let lookups = Family::<CacheLabels, Counter>::default();
+        let bytes = Gauge::default();
+        let entries = Gauge::default();
+        registry.register(
+            "answer_cache",
+            "Cacheable requests (anonymous GET and HEAD) by result: hit (answered from the cache), \
+             miss (sent upstream), coalesced (waited for another request's upstream call), pass \
+             (the URL's answer was lately not storable)",
+            lookups.clone(),
+        );
+        registry.register(
+            "answer_cache_bytes",
+            "Bytes the answer cache holds (bodies, heads, keys and a fixed overhead per entry)",
+            bytes.clone(),
+        );
+        registry.register(
+            "answer_cache_entries",
+            "Entries the answer cache holds",
+            entries.clone(),
+        );
+        let counter = |result| lookups.get_or_create(&CacheLabels { result }).clone();
+        Self {
+            hits: counter("hit"),
+            misses: counter("miss"),
+            coalesced: counter("coalesced"),
+            passes: counter("pass"),
+            bytes,
+            entries,
+        }
     }
 }
 

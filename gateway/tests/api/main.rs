@@ -4,6 +4,7 @@
 
 mod auth_table;
 mod binary;
+mod cache;
 mod failures;
 mod hardening;
 mod helpers;

@@ -5,6 +5,8 @@
 #[path = "../common/stack.rs"]
 mod stack;
 
+mod cache;
+
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 use shared_auth::testing::{TestDatabase, token};
@@ -315,6 +317,8 @@ async fn one_service_down_never_takes_the_other_with_it() {
     let mut stack = stack::start_with(Some(30), |config| {
         config.upstream_probe_interval_secs = 1;
         config.upstream_cooldown_secs = 1;
+        // Otherwise the languages stored by the first read would be served while lingo is down.
+        config.cache_max_bytes = 0;
     })
     .await;
     let client = Client::new();
