@@ -32,5 +32,5 @@ pub use config::{Config, ServeConfig};
 pub use db::migrate;
 pub use error::{Error, ErrorCode, Result};
 pub use openapi::openapi;
-pub use seed::{SeedSummary, seed, seed_with};
+pub use seed::{SeedSummary, seed, seed_demo_sessions, seed_with};
 pub use state::AppState;

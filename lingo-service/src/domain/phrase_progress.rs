@@ -266,7 +266,8 @@ mod tests {
             language: Some("es".into()),
             due_only: true,
         };
-        let cursor = MyPhrasesCursor::after(at("2026-11-20T10:00:00.123456Z"), "ph-es-001", &filter);
+        let cursor =
+            MyPhrasesCursor::after(at("2026-11-20T10:00:00.123456Z"), "ph-es-001", &filter);
         let decoded = MyPhrasesCursor::decode(&cursor.encode()).expect("decodes");
         assert_eq!(decoded, cursor);
         assert_eq!(decoded.due_at(), Some(at("2026-11-20T10:00:00.123456Z")));

@@ -300,20 +300,18 @@ fn push_my_states(
     }
 }
 
-/// One page of `learner_id`'s phrase states by `(due_at, phrase_id)` after `cursor`; `limit`
-/// rows (ask for one more to learn whether there is a next page).
-pub async fn list_for<'e>(
-    db: impl PgExecutor<'e>,
+/// The statement of a page of `learner_id`'s phrase states by `(due_at, phrase_id)` after
+/// `cursor`, `limit` rows, behind `prefix` (`EXPLAIN` for the plan tests).
+fn my_phrases_statement<'a>(
+    prefix: &str,
     learner_id: &str,
     filter: &MyPhrasesFilter,
     cursor: Option<&MyPhrasesCursor>,
     now: DateTime<Utc>,
     limit: i64,
-) -> Result<Vec<PhraseProgress>> {
-    if !filter.language.as_deref().is_none_or(is_storable) {
-        return Ok(Vec::new());
-    }
-    let mut sql = QueryBuilder::<Postgres>::new(
+) -> QueryBuilder<'a, Postgres> {
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push(
         "SELECT s.phrase_id, s.stability, s.difficulty, s.due_at, s.reviews, s.correct, \
            s.lapses, s.first_reviewed_at, s.last_reviewed_at, s.last_grade, \
            p.text, p.language_code, \
@@ -334,8 +332,41 @@ pub async fn list_for<'e>(
     }
     sql.push(" ORDER BY s.due_at, s.phrase_id LIMIT ")
         .push_bind(limit);
+    sql
+}
+
+/// One page of `learner_id`'s phrase states by `(due_at, phrase_id)` after `cursor`; `limit`
+/// rows (ask for one more to learn whether there is a next page).
+pub async fn list_for<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    filter: &MyPhrasesFilter,
+    cursor: Option<&MyPhrasesCursor>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<PhraseProgress>> {
+    if !filter.language.as_deref().is_none_or(is_storable) {
+        return Ok(Vec::new());
+    }
+    let mut sql = my_phrases_statement("", learner_id, filter, cursor, now, limit);
     let rows = sql.build_query_as::<ProgressRow>().fetch_all(db).await?;
     rows.into_iter().map(|row| row.progress(now)).collect()
+}
+
+fn due_total_statement<'a>(
+    prefix: &str,
+    learner_id: &str,
+    language: Option<&str>,
+    now: DateTime<Utc>,
+) -> QueryBuilder<'a, Postgres> {
+    let filter = MyPhrasesFilter {
+        language: language.map(str::to_owned),
+        due_only: true,
+    };
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push("SELECT count(*) FROM phrase_states s");
+    push_my_states(&mut sql, learner_id, &filter, now);
+    sql
 }
 
 /// How many of `learner_id`'s phrases (in `language`, when given) are due at `now`.
@@ -348,15 +379,50 @@ pub async fn due_total<'e>(
     if !language.is_none_or(is_storable) {
         return Ok(0);
     }
-    let filter = MyPhrasesFilter {
-        language: language.map(str::to_owned),
-        due_only: true,
-    };
-    let mut sql = QueryBuilder::<Postgres>::new("SELECT count(*) FROM phrase_states s");
-    push_my_states(&mut sql, learner_id, &filter, now);
+    let mut sql = due_total_statement("", learner_id, language, now);
     let total: i64 = sql.build_query_scalar().fetch_one(db).await?;
     Ok(total)
 }
+
+/// The plans (`EXPLAIN` text) of the statements that read one learner's phrases: a page of
+/// `GET /me/phrases` without and with a language and a cursor, the due count of
+/// `GET /me/reviews`, and the due count per language of `GET /me/progress`. For the tests that
+/// assert they read by index.
+pub async fn explain_learner_reads(
+    db: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let cursor = MyPhrasesCursor::after(now, "ph", &MyPhrasesFilter::default());
+    let due_in = MyPhrasesFilter {
+        language: Some(language.to_owned()),
+        due_only: true,
+    };
+    let mut statements = vec![
+        my_phrases_statement("EXPLAIN ", learner_id, &Default::default(), None, now, 21),
+        my_phrases_statement("EXPLAIN ", learner_id, &due_in, Some(&cursor), now, 21),
+        due_total_statement("EXPLAIN ", learner_id, None, now),
+        due_total_statement("EXPLAIN ", learner_id, Some(language), now),
+    ];
+    let mut plans = Vec::new();
+    for statement in &mut statements {
+        let lines: Vec<String> = statement.build_query_scalar().fetch_all(&mut *db).await?;
+        plans.push(lines.join("\n"));
+    }
+    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {DUE_BY_LANGUAGE}"))
+        .bind(learner_id)
+        .bind(now)
+        .fetch_all(&mut *db)
+        .await?;
+    plans.push(lines.join("\n"));
+    Ok(plans)
+}
+
+/// `learner_id`'s phrases due at `$2`, per language (a constant so the plan test reads the
+/// statement that runs).
+const DUE_BY_LANGUAGE: &str = "SELECT language_code, count(*) AS due FROM phrase_states \
+     WHERE learner_id = $1 AND due_at <= $2 GROUP BY language_code";
 
 /// `learner_id`'s phrases due at `now`, per language.
 pub async fn due_by_language<'e>(
@@ -364,18 +430,12 @@ pub async fn due_by_language<'e>(
     learner_id: &str,
     now: DateTime<Utc>,
 ) -> Result<HashMap<String, i64>> {
-    let rows = sqlx::query!(
-        r#"SELECT language_code, count(*) AS "due!" FROM phrase_states
-           WHERE learner_id = $1 AND due_at <= $2 GROUP BY language_code"#,
-        learner_id,
-        now,
-    )
-    .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| (row.language_code, row.due))
-        .collect())
+    let rows: Vec<(String, i64)> = sqlx::query_as(DUE_BY_LANGUAGE)
+        .bind(learner_id)
+        .bind(now)
+        .fetch_all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
 }
 
 /// One page of the phrase-progress export in keyset order `(updated_at, learner_id,
