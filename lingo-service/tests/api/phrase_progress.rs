@@ -388,9 +388,12 @@ async fn states_match_the_python_reference_through_http() {
     }
 }
 
+/// An answer: phrase id, correct, grade.
+type AnswerSpec = (&'static str, bool, Option<&'static str>);
+
 /// Sessions of one learner over three weeks, several touching the same phrases, one with a
 /// phrase twice: `(days before now, answers)`.
-fn history() -> Vec<(i64, Vec<(&'static str, bool, Option<&'static str>)>)> {
+fn history() -> Vec<(i64, Vec<AnswerSpec>)> {
     vec![
         (
             21,
@@ -535,7 +538,7 @@ async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
             let answers: Vec<(&str, bool, Option<&str>)> = phrases
                 .iter()
                 .enumerate()
-                .map(|(j, phrase)| (*phrase, (i as usize + j) % 4 != 0, None))
+                .map(|(j, phrase)| (*phrase, !(i as usize + j).is_multiple_of(4), None))
                 .collect();
             answered("es", Some(now - Duration::days(20 - i)), &answers)
         })
