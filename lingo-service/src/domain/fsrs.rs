@@ -1,5 +1,5 @@
-//! Spaced-repetition scheduling with FSRS-6 (API.md section 3.1): the memory state of one
-//! (learner, phrase) pair as the fold of its answers in time order.
+//! Spaced-repetition scheduling with FSRS-6 (docs/lingo.md, "Phrase progress"): the memory
+//! state of one (learner, phrase) pair as the fold of its answers in time order.
 //!
 //! The memory arithmetic is the `fsrs` crate's (the scheduler Anki uses, in f32) with its 21
 //! default parameters; what the crate leaves to its caller follows the Python reference

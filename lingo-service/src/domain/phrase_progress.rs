@@ -1,5 +1,5 @@
-//! What a learner knows of each phrase (API.md section 3.1): the `PhraseProgress` resource, the
-//! analytics export's row, and the keyset cursors of their lists.
+//! What a learner knows of each phrase (docs/lingo.md, "Phrase progress"): the
+//! `PhraseProgress` resource, the analytics export's row, and the keyset cursors of their lists.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! `GET /v1/lingo/me/phrases` and `GET /v1/lingo/me/reviews`: what the caller knows of each
-//! phrase answered, and what to review now (API.md section 3.1).
+//! phrase answered, and what to review now (docs/lingo.md, "Phrase progress").
 
 use axum::Json;
 use axum::extract::State;

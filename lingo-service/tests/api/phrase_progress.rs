@@ -1,5 +1,5 @@
-//! Phrase progress (API.md section 3.1): answers in study sessions, `studied_at`, the FSRS-6
-//! states against the Python reference, late and concurrent sessions, and the three reads.
+//! Phrase progress (docs/lingo.md, "Phrase progress"): answers in study sessions, `studied_at`,
+//! the FSRS-6 states against the Python reference, late and concurrent sessions, the three reads.
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use futures_util::future::join_all;

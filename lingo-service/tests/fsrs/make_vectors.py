@@ -8,8 +8,8 @@ Regenerate (from the repository root) with:
 Each case is one phrase's history: answers (`grade` 1..=4 = again/hard/good/easy, `at` = the
 session's `studied_at`) in time order, and after every answer the reference's stability,
 difficulty, `due` and the interval before rounding (to spot rounding boundaries). The scheduler
-is the one API.md section 3.1 names: default parameters, desired retention 0.9, no learning or
-relearning steps, no fuzz. The output is deterministic (fixed seed, fixed start time).
+is the one docs/lingo.md ("Phrase progress") names: default parameters, desired retention 0.9,
+no learning or relearning steps, no fuzz. The output is deterministic (fixed seed, fixed start time).
 """
 
 import json
