@@ -171,6 +171,7 @@ token above): http://localhost:$GATEWAY_PORT/docs
   curl -s -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' \\
        -d '{"duration_seconds":300,"phrases_seen":12,"phrases_correct":10,"language_code":"es"}' \\
        localhost:$GATEWAY_PORT/v1/lingo/me/study-sessions
+  curl -s -H "Authorization: Bearer \$TOKEN" 'localhost:$GATEWAY_PORT/v1/lingo/me/reviews?limit=5'
   curl -s 'localhost:$GATEWAY_PORT/v1/news/articles?limit=3'
   curl -s -X POST -H "Authorization: Bearer \$TOKEN" localhost:$GATEWAY_PORT/v1/news/articles/art-000001/like
 

@@ -97,6 +97,10 @@ pub struct SeedArgs {
     /// Database URL of the upstream pipeline role `lingo_pipeline`.
     #[arg(long, env = "LINGO_PIPELINE_DATABASE_URL", hide_env_values = true)]
     pub pipeline_database_url: String,
+    /// Database URL of the runtime role `lingo_app`: when given, `demo-learner` also gets three
+    /// weeks of answered study sessions (once), so `GET /me/reviews` has phrases due.
+    #[arg(long, env = "LINGO_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
     /// Generic learners (`learner-001`, ...) to create analytics data for, besides `demo-learner`.
     #[arg(long, default_value_t = crate::seed::DEFAULT_LEARNERS)]
     pub learners: usize,

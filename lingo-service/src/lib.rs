@@ -1,8 +1,8 @@
 //! lingo-service: the learning API of `/v1/lingo` (the contract is in docs/).
 //!
 //! It owns the `lingo` schema: the curated catalogue (languages, phrases, translations) and the
-//! analytics tables, which it only reads, and the learners' study sessions, totals and
-//! idempotency records, which it writes. It verifies every token itself (analytics tools call it
+//! analytics tables, which it only reads, and the learners' study sessions, totals, answers
+//! (review log), phrase memory states (FSRS) and idempotency records, which it writes. It verifies every token itself (analytics tools call it
 //! without the gateway). It must never read another service's schema, write the catalogue or
 //! analytics tables, or trust an identity that does not come from a verified token.
 //!
@@ -32,5 +32,5 @@ pub use config::{Config, ServeConfig};
 pub use db::migrate;
 pub use error::{Error, ErrorCode, Result};
 pub use openapi::openapi;
-pub use seed::{SeedSummary, seed, seed_with};
+pub use seed::{SeedSummary, seed, seed_demo_sessions, seed_with};
 pub use state::AppState;

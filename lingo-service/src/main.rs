@@ -53,6 +53,10 @@ async fn main() -> anyhow::Result<()> {
             let summary =
                 lingo_service::seed_with(&args.pipeline_database_url, args.learners).await?;
             tracing::info!(?summary, "demo data seeded");
+            if let Some(app_url) = &args.database_url {
+                let sessions = lingo_service::seed_demo_sessions(app_url).await?;
+                tracing::info!(sessions, "demo study sessions seeded");
+            }
             Ok(())
         }
         Command::MintToken(args) => {

@@ -70,6 +70,21 @@ impl IntoResponses for PagingProblems {
     }
 }
 
+/// 400 of a list paged by cursor only, with filters its cursor keeps.
+pub struct CursorPagingProblems;
+
+impl IntoResponses for CursorPagingProblems {
+    fn responses() -> Responses {
+        let bad_request = format!(
+            "`invalid_query`: `limit` or a filter is malformed or out of range, or an `offset` \
+             is given (this list pages by cursor only); {}, belongs to another list, or is \
+             given with other filters than its list's",
+            of_code(ErrorCode::InvalidCursor)
+        );
+        responses([(400, problem(&bad_request))])
+    }
+}
+
 /// 404 `phrase_not_found`.
 pub struct PhraseProblems;
 
@@ -95,9 +110,12 @@ impl IntoResponses for CreateStudySessionProblems {
     fn responses() -> Responses {
         let unprocessable = format!(
             "`validation_failed` (a field is missing, of the wrong type, unknown or out of \
-             range; see `errors`), `{}`, or `idempotency_key_reused` (the key was used with \
-             another body)",
-            ErrorCode::UnknownLanguage.code()
+             range, or an answer's `grade` contradicts its `correct`; see `errors`), {}, {}, \
+             {}, {}, or `idempotency_key_reused` (the key was used with another body)",
+            of_code(ErrorCode::UnknownLanguage),
+            of_code(ErrorCode::AnswersMismatch),
+            of_code(ErrorCode::UnknownPhrase),
+            of_code(ErrorCode::InvalidStudiedAt),
         );
         responses([
             (

@@ -4,11 +4,20 @@
 //!
 //! Deterministic (a fixed-seed generator and fixed timestamps) and idempotent: every row has a
 //! stable key and is upserted only when it differs, so a second run changes nothing.
+//!
+//! [`seed_demo_sessions`] also gives `demo-learner` three weeks of answered study sessions, so
+//! that `GET /me/reviews` has phrases due on a fresh stack. Those are the service's own tables:
+//! they are written as the runtime role through the code `POST /me/study-sessions` runs, with
+//! times relative to the run (a review schedule needs "now"), once: a learner who has sessions
+//! already is left alone.
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::{Connection, PgConnection};
 
 use crate::db;
+use crate::domain::fsrs::Grade;
+use crate::domain::study_session::{AnswerInput, StudySessionInput};
+use crate::store;
 
 pub const DEFAULT_LEARNERS: usize = 20;
 pub const DEMO_LEARNER: &str = "demo-learner";
@@ -321,6 +330,79 @@ async fn seed_analytics(
     Ok((views.ids.len(), recs.phrase_ids.len()))
 }
 
+/// Days of demo study sessions before the seed run.
+const DEMO_SESSION_DAYS: i64 = 21;
+/// The Spanish phrases the demo learner practises.
+const DEMO_PHRASES: usize = 30;
+
+/// Records `demo-learner`'s demo study sessions as the runtime role (`app_url`), in one
+/// transaction; returns how many were recorded (0 when the learner has sessions already).
+pub async fn seed_demo_sessions(app_url: &str) -> anyhow::Result<usize> {
+    let mut connection = db::connect_one(app_url).await?;
+    let mut tx = connection.begin().await?;
+    let existing = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM study_sessions WHERE learner_id = $1"#,
+        DEMO_LEARNER
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if existing > 0 {
+        return Ok(0);
+    }
+    let sessions = demo_sessions(Utc::now());
+    for (studied_at, input) in &sessions {
+        store::study_sessions::record(&mut tx, DEMO_LEARNER, input, *studied_at)
+            .await
+            .map_err(|error| anyhow::anyhow!("demo session: {error}"))?;
+    }
+    tx.commit().await?;
+    connection.close().await?;
+    Ok(sessions.len())
+}
+
+/// The demo sessions in time order: most days of the last three weeks, one Spanish session a
+/// day with 6 to 14 answers, new phrases early on and reviews of earlier ones later.
+fn demo_sessions(now: DateTime<Utc>) -> Vec<(DateTime<Utc>, StudySessionInput)> {
+    let mut rng = Rng::new(32);
+    let mut sessions = Vec::new();
+    for day in (1..=DEMO_SESSION_DAYS).rev() {
+        if rng.below(5) == 0 {
+            continue; // a day off now and then
+        }
+        let studied_at = now - Duration::days(day) + Duration::minutes(rng.below(120) as i64);
+        let answers: Vec<AnswerInput> = (0..6 + rng.below(9))
+            .map(|_| {
+                // The phrases introduced so far: the list grows over the weeks.
+                let known = (DEMO_PHRASES * (DEMO_SESSION_DAYS + 1 - day) as usize
+                    / DEMO_SESSION_DAYS as usize)
+                    .max(6);
+                let correct = rng.unit() < 0.8;
+                let grade = match (correct, rng.below(6)) {
+                    (true, 0) => Some(Grade::Hard),
+                    (true, 1) => Some(Grade::Easy),
+                    _ => None,
+                };
+                AnswerInput {
+                    phrase_id: phrase_id("es", rng.below(known)),
+                    correct,
+                    grade,
+                }
+            })
+            .collect();
+        let correct = answers.iter().filter(|a| a.correct).count() as i64;
+        let input = StudySessionInput {
+            duration_seconds: 60 * (3 + rng.below(10) as i64),
+            phrases_seen: answers.len() as i64,
+            phrases_correct: correct,
+            language_code: "es".to_owned(),
+            answers: Some(answers),
+            studied_at: Some(crate::domain::time::rfc3339(&studied_at)),
+        };
+        sessions.push((studied_at, input));
+    }
+    sessions
+}
+
 #[derive(Default)]
 struct Views {
     ids: Vec<String>,
@@ -340,6 +422,7 @@ struct Recommendations {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::study_session::validate;
 
     #[test]
     fn catalogue_is_big_enough_and_complete() {
@@ -350,6 +433,20 @@ mod tests {
         }
         for column in COLUMNS {
             assert!(LANGUAGES.iter().any(|(code, _)| *code == column));
+        }
+    }
+
+    #[test]
+    fn demo_sessions_are_valid_and_in_time_order() {
+        let now: DateTime<Utc> = "2026-11-27T12:00:00Z".parse().expect("time");
+        let sessions = demo_sessions(now);
+        assert!(sessions.len() >= 10, "{}", sessions.len());
+        for pair in sessions.windows(2) {
+            assert!(pair[0].0 < pair[1].0);
+        }
+        for (studied_at, input) in &sessions {
+            assert!(*studied_at < now && *studied_at > now - Duration::days(30));
+            validate(input).expect("valid");
         }
     }
 

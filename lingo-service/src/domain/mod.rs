@@ -5,7 +5,9 @@
 
 pub mod catalogue;
 pub mod cursor;
+pub mod fsrs;
 pub mod level;
+pub mod phrase_progress;
 pub mod progress;
 pub mod streak;
 pub mod study_session;

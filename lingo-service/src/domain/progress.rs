@@ -21,6 +21,12 @@ pub struct Counters {
     pub accuracy: Option<f64>,
     #[schema(minimum = 0)]
     pub xp: i64,
+    /// Distinct phrases answered (in the `answers` of study sessions).
+    #[schema(minimum = 0)]
+    pub phrases_started: i64,
+    /// Phrases answered before that are due for review at the time of the request.
+    #[schema(minimum = 0)]
+    pub phrases_due: i64,
     /// First session (null when there is none).
     #[schema(required = true)]
     #[serde(serialize_with = "crate::domain::time::option::serialize")]
@@ -43,6 +49,8 @@ impl Counters {
         self.phrases_seen += other.phrases_seen;
         self.phrases_correct += other.phrases_correct;
         self.xp += other.xp;
+        self.phrases_started += other.phrases_started;
+        self.phrases_due += other.phrases_due;
         self.accuracy = accuracy(self.phrases_seen, self.phrases_correct);
         self.first_studied_at = match (self.first_studied_at, other.first_studied_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -104,6 +112,8 @@ mod tests {
             phrases_correct: 5,
             accuracy: accuracy(10, 5),
             xp: 30,
+            phrases_started: 7,
+            phrases_due: 2,
             first_studied_at: day("2026-11-02T00:00:00Z"),
             last_studied_at: day("2026-11-05T00:00:00Z"),
         };
@@ -114,6 +124,8 @@ mod tests {
             phrases_correct: 10,
             accuracy: accuracy(10, 10),
             xp: 25,
+            phrases_started: 3,
+            phrases_due: 0,
             first_studied_at: day("2026-11-01T00:00:00Z"),
             last_studied_at: day("2026-11-03T00:00:00Z"),
         };
@@ -128,6 +140,8 @@ mod tests {
                 phrases_correct: 15,
                 accuracy: Some(0.75),
                 xp: 55,
+                phrases_started: 10,
+                phrases_due: 2,
                 first_studied_at: day("2026-11-01T00:00:00Z"),
                 last_studied_at: day("2026-11-05T00:00:00Z"),
             }

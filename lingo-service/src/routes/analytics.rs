@@ -14,6 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::domain::cursor::Cursor;
+use crate::domain::phrase_progress::{ExportCursor, PhraseProgressRow};
 use crate::domain::progress::LearnerProgress;
 use crate::error::{ErrorCode, Result};
 use crate::problems::ExportProblems;
@@ -23,7 +24,9 @@ use crate::store;
 pub const SCOPE: &str = "lingo:analytics";
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(export))
+    OpenApiRouter::new()
+        .routes(routes!(export))
+        .routes(routes!(export_phrase_progress))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -31,7 +34,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     "data": [{
         "learner_id": "demo-learner", "language_code": "es", "sessions": 3,
         "total_duration_seconds": 1800, "phrases_seen": 40, "phrases_correct": 31,
-        "accuracy": 0.775, "xp": 71, "first_studied_at": "2026-11-19T08:00:00Z",
+        "accuracy": 0.775, "xp": 71, "phrases_started": 18, "phrases_due": 4,
+        "first_studied_at": "2026-11-19T08:00:00Z",
         "last_studied_at": "2026-11-21T09:30:00Z", "updated_at": "2026-11-21T09:30:00Z"
     }],
     "count": 1,
@@ -138,4 +142,81 @@ fn parse_timestamp(text: &str) -> std::result::Result<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc))
         .map_err(|_| Problem::invalid_query("updated_since must be an RFC 3339 timestamp"))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PhraseProgressExport {
+    /// Ordered by `(updated_at, learner_id, phrase_id)`.
+    pub data: Vec<PhraseProgressRow>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
+    pub count: usize,
+    /// Pass as `cursor` to continue; null at the end.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// Every learner's phrase states, for analytics tools (scope `lingo:analytics`), copied
+/// incrementally like `/analytics/progress`: keep the last `next_cursor`, or pass the latest
+/// `updated_at` seen as `updated_since`.
+#[utoipa::path(
+    get,
+    path = "/analytics/phrase-progress",
+    operation_id = "lingo_export_phrase_progress",
+    tag = "lingo-analytics",
+    params(ExportQuery),
+    security(("bearer" = ["lingo:analytics"])),
+    responses(
+        (status = 200, description = "One page of (learner, phrase) states, keyset-paged by `next_cursor`", body = PhraseProgressExport),
+        ExportProblems,
+    )
+)]
+async fn export_phrase_progress(
+    RequiredCaller(caller): RequiredCaller,
+    State(db): State<PgPool>,
+    Query(query): Query<ExportQuery>,
+) -> Result<Json<PhraseProgressExport>> {
+    caller.require_scope(SCOPE)?;
+    if query.offset.is_some() {
+        return Err(
+            Problem::invalid_query("this list is paged by `cursor` only, not `offset`").into(),
+        );
+    }
+    let paging = Paging::new(query.limit, None)?;
+    let asked_since = query
+        .updated_since
+        .as_deref()
+        .map(parse_timestamp)
+        .transpose()?;
+    let cursor = cursor::given(query.cursor.as_deref())
+        .map(|text| ExportCursor::decode(text).ok_or(ErrorCode::InvalidCursor))
+        .transpose()?;
+    let since = match &cursor {
+        Some(cursor) => cursor
+            .since(asked_since)
+            .map_err(|_| ErrorCode::InvalidCursor)?,
+        None => asked_since,
+    };
+
+    // The horizon first, in a statement of its own (see `export_horizon`).
+    let mut connection = db.acquire().await?;
+    let horizon = store::progress::export_horizon(&mut *connection).await?;
+    let mut data = store::phrase_progress::export_page(
+        &mut *connection,
+        since,
+        horizon,
+        cursor.as_ref(),
+        paging.fetch_limit(),
+    )
+    .await?;
+    let has_more = data.len() as i64 > paging.limit;
+    data.truncate(paging.limit as usize);
+    let next_cursor = data.last().filter(|_| has_more).map(|row| {
+        ExportCursor::after(row.updated_at, &row.learner_id, &row.phrase_id, since).encode()
+    });
+    Ok(Json(PhraseProgressExport {
+        count: data.len(),
+        data,
+        next_cursor,
+    }))
 }

@@ -6,6 +6,7 @@
 
 pub mod analytics;
 pub mod languages;
+pub mod phrase_progress;
 pub mod phrases;
 pub mod progress;
 pub mod recommendations;
@@ -38,6 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(phrases::router())
         .merge(progress::router())
         .merge(study_sessions::router())
+        .merge(phrase_progress::router())
         .merge(recommendations::router())
         .merge(analytics::router());
     OpenApiRouter::new().nest(PREFIX, lingo)

@@ -30,12 +30,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     "data": [{
         "language_code": "es", "sessions": 3, "total_duration_seconds": 1800,
         "phrases_seen": 40, "phrases_correct": 31, "accuracy": 0.775, "xp": 71,
+        "phrases_started": 18, "phrases_due": 4,
         "first_studied_at": "2026-11-19T08:00:00Z", "last_studied_at": "2026-11-21T09:30:00Z"
     }],
     "count": 1,
     "totals": {
         "sessions": 3, "total_duration_seconds": 1800, "phrases_seen": 40,
-        "phrases_correct": 31, "accuracy": 0.775, "xp": 71,
+        "phrases_correct": 31, "accuracy": 0.775, "xp": 71, "phrases_started": 18, "phrases_due": 4,
         "first_studied_at": "2026-11-19T08:00:00Z", "last_studied_at": "2026-11-21T09:30:00Z"
     },
     "current_streak_days": 3,
@@ -72,12 +73,13 @@ async fn progress(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
 ) -> Result<Json<Progress>> {
-    let totals = store::progress::learner_totals(&db, &caller.sub).await?;
+    let now = Utc::now();
+    let totals = store::progress::learner_totals(&db, &caller.sub, now).await?;
     let mut all = Counters::default();
     for language in &totals.languages {
         all.add(&language.counters);
     }
-    let streaks = streaks(&totals.study_days, Utc::now().date_naive());
+    let streaks = streaks(&totals.study_days, now.date_naive());
     Ok(Json(Progress {
         learner_id: caller.sub,
         count: totals.languages.len(),

@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use chrono::Utc;
 use shared_auth::http::path_id::{PathId, created_id};
 use shared_auth::{Page, PageQuery, Query, RequiredCaller};
 use sqlx::PgPool;
@@ -12,7 +13,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::domain::study_session::{
-    StudySession, StudySessionCreated, StudySessionInput, validate,
+    StudySession, StudySessionCreated, StudySessionInput, studied_at, validate,
 };
 use crate::error::{ErrorCode, Result};
 use crate::idempotency::{Created, idempotent_create, key_from_headers};
@@ -31,7 +32,8 @@ pub fn location(id: Uuid) -> String {
     format!("/v1/lingo/me/study-sessions/{id}")
 }
 
-/// Records a study session of the caller and awards its XP.
+/// Records a study session of the caller and awards its XP; its `answers`, if any, update the
+/// caller's phrase progress.
 #[utoipa::path(
     post,
     path = "/me/study-sessions",
@@ -44,7 +46,7 @@ pub fn location(id: Uuid) -> String {
                         `Idempotency-Replayed: true`) and changes nothing.",
          nullable = false, min_length = 1, max_length = 255, pattern = r"^[\x21-\x7E]+$"),
     ),
-    request_body(content = StudySessionInput, content_type = "application/json", description = "All fields required; any other field is refused"),
+    request_body(content = StudySessionInput, content_type = "application/json", description = "`answers` and `studied_at` are optional, every other field required; any other field is refused"),
     security(("bearer" = [])),
     responses(
         (status = 201, description = "Recorded (or, with `Idempotency-Replayed: true`, the replay of the first answer)",
@@ -65,10 +67,16 @@ async fn create(
     let key = key_from_headers(&headers)?;
     validate(&input)?;
     idempotent_create(&db, &caller.sub, key.as_deref(), &input, async |tx| {
+        // Checked here, after a replay would have answered: a repeat a day later of a session
+        // 30 days old still replays.
+        let studied_at = studied_at(input.studied_at.as_deref(), Utc::now())?;
         if !store::languages::exists(&mut *tx, &input.language_code).await? {
             return Err(ErrorCode::UnknownLanguage.into());
         }
-        let created = store::study_sessions::record(tx, &caller.sub, &input).await?;
+        if let Some(answers) = &input.answers {
+            store::phrase_progress::check_phrases(tx, &input.language_code, answers).await?;
+        }
+        let created = store::study_sessions::record(tx, &caller.sub, &input, studied_at).await?;
         Ok(Created {
             location: location(created.session.id),
             body: created,

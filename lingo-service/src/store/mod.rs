@@ -7,6 +7,7 @@
 //! Functions return the resources of `domain/`; their row types stay private here.
 
 pub mod languages;
+pub mod phrase_progress;
 pub mod phrases;
 pub mod progress;
 pub mod recommendations;

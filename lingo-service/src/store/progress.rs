@@ -8,6 +8,7 @@ use crate::domain::cursor::Cursor;
 use crate::domain::level::level_for_xp;
 use crate::domain::progress::{Counters, LanguageProgress, LanguageXp, LearnerProgress, accuracy};
 use crate::error::Result;
+use crate::store;
 
 /// One row of `learner_language_totals`.
 #[derive(FromRow)]
@@ -19,6 +20,8 @@ struct TotalsRow {
     phrases_seen: i64,
     phrases_correct: i64,
     xp: i64,
+    phrases_started: i64,
+    phrases_due: i64,
     first_studied_at: DateTime<Utc>,
     last_studied_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -35,6 +38,8 @@ impl TotalsRow {
                 phrases_correct: self.phrases_correct,
                 accuracy: accuracy(self.phrases_seen, self.phrases_correct),
                 xp: self.xp,
+                phrases_started: self.phrases_started,
+                phrases_due: self.phrases_due,
                 first_studied_at: Some(self.first_studied_at),
                 last_studied_at: Some(self.last_studied_at),
             },
@@ -49,23 +54,34 @@ pub struct LearnerTotals {
     pub study_days: Vec<NaiveDate>,
 }
 
-/// Reads both from one snapshot, so the totals and the study days agree under concurrent writes.
-pub async fn learner_totals(db: &PgPool, learner_id: &str) -> Result<LearnerTotals> {
+/// Reads both from one snapshot, so the totals, the phrases due at `now` and the study days agree
+/// under concurrent writes.
+pub async fn learner_totals(
+    db: &PgPool,
+    learner_id: &str,
+    now: DateTime<Utc>,
+) -> Result<LearnerTotals> {
     let mut tx = db.begin().await?;
     sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let rows = sqlx::query_as!(
+    let mut rows = sqlx::query_as!(
         TotalsRow,
-        "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
-           phrases_correct, xp, first_studied_at, last_studied_at, updated_at \
-         FROM learner_language_totals WHERE learner_id = $1 ORDER BY language_code",
+        r#"SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen,
+             phrases_correct, xp, phrases_started, 0::bigint AS "phrases_due!",
+             first_studied_at, last_studied_at, updated_at
+           FROM learner_language_totals WHERE learner_id = $1 ORDER BY language_code"#,
         learner_id
     )
     .fetch_all(&mut *tx)
     .await?;
+    let due = store::phrase_progress::due_by_language(&mut *tx, learner_id, now).await?;
+    for row in &mut rows {
+        row.phrases_due = due.get(&row.language_code).copied().unwrap_or(0);
+    }
+    // A session counts on the UTC day it happened, which an offline app reports later.
     let study_days = sqlx::query_scalar!(
-        r#"SELECT DISTINCT (created_at AT TIME ZONE 'UTC')::date AS "day!"
+        r#"SELECT DISTINCT (studied_at AT TIME ZONE 'UTC')::date AS "day!"
            FROM study_sessions WHERE learner_id = $1"#,
         learner_id
     )
@@ -134,8 +150,11 @@ pub async fn export_page<'e>(
 ) -> Result<Vec<LearnerProgress>> {
     let mut sql = QueryBuilder::<Postgres>::new(
         "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
-           phrases_correct, xp, first_studied_at, last_studied_at, updated_at \
-         FROM learner_language_totals WHERE updated_at < ",
+           phrases_correct, xp, phrases_started, \
+           (SELECT count(*) FROM phrase_states s WHERE s.learner_id = t.learner_id \
+              AND s.language_code = t.language_code AND s.due_at <= now()) AS phrases_due, \
+           first_studied_at, last_studied_at, updated_at \
+         FROM learner_language_totals t WHERE updated_at < ",
     );
     sql.push_bind(horizon);
     if let Some(since) = since {

@@ -1,6 +1,7 @@
 //! The learners' study sessions and the totals each one updates (`learners`,
 //! `learner_language_totals`), written in one transaction.
 
+use chrono::{DateTime, Utc};
 use shared_auth::Paging;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
@@ -8,14 +9,17 @@ use uuid::Uuid;
 use crate::domain::study_session::{StudySession, StudySessionCreated, StudySessionInput};
 use crate::domain::xp::session_xp;
 use crate::error::{ErrorCode, Result, on_constraint};
+use crate::store;
 
-/// Writes the session and the learner's totals. The learner row is upserted first: its row lock
-/// serialises this learner's concurrent writes, so none is lost and `total_xp` before and after
-/// this session are exact. `input` must be validated.
+/// Writes the session, its answers with the phrase states they change, and the learner's totals.
+/// The learner row is upserted first: its row lock serialises this learner's concurrent writes,
+/// so none is lost and `total_xp` before and after this session, and every phrase state, are
+/// exact. `input` must be validated (its phrases too); `studied_at` is when the session happened.
 pub async fn record(
     tx: &mut PgConnection,
     learner_id: &str,
     input: &StudySessionInput,
+    studied_at: DateTime<Utc>,
 ) -> Result<StudySessionCreated> {
     let xp = session_xp(input.phrases_seen, input.phrases_correct);
     let total_xp = sqlx::query_scalar!(
@@ -32,15 +36,18 @@ pub async fn record(
     .fetch_one(&mut *tx)
     .await?;
 
+    let answers = input.answers.as_deref().unwrap_or_default();
     // Validated input fits the integer columns.
     let session = sqlx::query_as!(
         StudySession,
-        "INSERT INTO study_sessions \
+        "WITH arrival AS (SELECT clock_timestamp() AS at) \
+         INSERT INTO study_sessions \
            (id, learner_id, language_code, duration_seconds, phrases_seen, phrases_correct, \
-            xp_awarded, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp()) \
+            xp_awarded, created_at, studied_at, answer_count) \
+         SELECT $1, $2, $3, $4, $5, $6, $7, arrival.at, COALESCE($8, arrival.at), $9 \
+         FROM arrival \
          RETURNING id, language_code, duration_seconds, phrases_seen, phrases_correct, \
-           xp_awarded, created_at",
+           xp_awarded, created_at, studied_at, answer_count",
         Uuid::now_v7(),
         learner_id,
         input.language_code,
@@ -48,6 +55,8 @@ pub async fn record(
         input.phrases_seen as i32,
         input.phrases_correct as i32,
         xp as i32,
+        input.studied_at.is_some().then_some(studied_at),
+        answers.len() as i32,
     )
     .fetch_one(&mut *tx)
     .await
@@ -56,11 +65,21 @@ pub async fn record(
         ErrorCode::UnknownLanguage,
     ))?;
 
+    let phrases_started = store::phrase_progress::record_answers(
+        tx,
+        learner_id,
+        &input.language_code,
+        session.id,
+        session.studied_at,
+        answers,
+    )
+    .await?;
+
     sqlx::query!(
         "INSERT INTO learner_language_totals AS t \
            (learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
-            phrases_correct, xp, first_studied_at, last_studied_at, updated_at) \
-         VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, $7) \
+            phrases_correct, xp, first_studied_at, last_studied_at, updated_at, phrases_started) \
+         VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, $8, $9) \
          ON CONFLICT (learner_id, language_code) DO UPDATE SET \
            sessions = t.sessions + 1, \
            total_duration_seconds = t.total_duration_seconds + EXCLUDED.total_duration_seconds, \
@@ -69,6 +88,7 @@ pub async fn record(
            xp = t.xp + EXCLUDED.xp, \
            first_studied_at = LEAST(t.first_studied_at, EXCLUDED.first_studied_at), \
            last_studied_at = GREATEST(t.last_studied_at, EXCLUDED.last_studied_at), \
+           phrases_started = t.phrases_started + EXCLUDED.phrases_started, \
            updated_at = GREATEST(t.updated_at, EXCLUDED.updated_at)",
         learner_id,
         input.language_code,
@@ -76,7 +96,9 @@ pub async fn record(
         input.phrases_seen,
         input.phrases_correct,
         xp,
+        session.studied_at,
         session.created_at,
+        phrases_started,
     )
     .execute(&mut *tx)
     .await
@@ -97,7 +119,7 @@ pub async fn list_for<'e>(
     let sessions = sqlx::query_as!(
         StudySession,
         "SELECT id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, \
-           created_at \
+           created_at, studied_at, answer_count \
          FROM study_sessions WHERE learner_id = $1 \
          ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3",
         learner_id,
@@ -118,7 +140,7 @@ pub async fn find_for<'e>(
     let session = sqlx::query_as!(
         StudySession,
         "SELECT id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, \
-           created_at \
+           created_at, studied_at, answer_count \
          FROM study_sessions WHERE id = $1 AND learner_id = $2",
         id,
         learner_id,

@@ -55,6 +55,8 @@ async fn the_export_pages_through_every_learner_exactly_once() {
                     "phrases_correct",
                     "accuracy",
                     "xp",
+                    "phrases_started",
+                    "phrases_due",
                     "first_studied_at",
                     "last_studied_at",
                     "updated_at",

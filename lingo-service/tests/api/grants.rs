@@ -63,10 +63,15 @@ async fn the_runtime_role_only_reads_the_catalogue_and_analytics_tables() {
             );
         }
     }
-    // Sessions are written only by inserting; never rewritten or deleted.
+    // Sessions and the answers they carry are written only by inserting; never rewritten or
+    // deleted. Phrase states are derived from the answers: upserted, never deleted.
     for statement in [
         "UPDATE study_sessions SET xp_awarded = 0",
         "DELETE FROM study_sessions",
+        "UPDATE phrase_reviews SET grade = 1",
+        "DELETE FROM phrase_reviews",
+        "DELETE FROM phrase_states",
+        "TRUNCATE phrase_states",
     ] {
         assert_eq!(
             sqlstate(&mut runtime, statement).await.as_deref(),

@@ -10,6 +10,7 @@ mod health;
 mod helpers;
 mod idempotency;
 mod openapi;
+mod phrase_progress;
 mod progress;
 mod recommendations;
 mod seed;

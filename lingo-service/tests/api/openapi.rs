@@ -26,10 +26,17 @@ const ROUTES: &[(&str, &str, Auth)] = &[
     ("get", "/v1/lingo/me/study-sessions", Auth::Required),
     ("get", "/v1/lingo/me/study-sessions/{id}", Auth::Required),
     ("get", "/v1/lingo/me/recommendations", Auth::Required),
+    ("get", "/v1/lingo/me/phrases", Auth::Required),
+    ("get", "/v1/lingo/me/reviews", Auth::Required),
     ("get", "/v1/lingo/openapi.json", Auth::Optional),
     (
         "get",
         "/v1/lingo/analytics/progress",
+        Auth::Scope("lingo:analytics"),
+    ),
+    (
+        "get",
+        "/v1/lingo/analytics/phrase-progress",
         Auth::Scope("lingo:analytics"),
     ),
 ];

@@ -13,6 +13,8 @@ fn counter_keys() -> Vec<&'static str> {
         "phrases_correct",
         "accuracy",
         "xp",
+        "phrases_started",
+        "phrases_due",
         "first_studied_at",
         "last_studied_at",
     ]
@@ -35,6 +37,7 @@ async fn a_learner_without_sessions_gets_zeros_not_404() {
             "totals": {
                 "sessions": 0, "total_duration_seconds": 0, "phrases_seen": 0,
                 "phrases_correct": 0, "accuracy": null, "xp": 0,
+                "phrases_started": 0, "phrases_due": 0,
                 "first_studied_at": null, "last_studied_at": null
             },
             "current_streak_days": 0,
@@ -146,13 +149,14 @@ async fn progress_counts_per_language_and_streaks_over_utc_days() {
         (Some(1), Some(1))
     );
 
-    // Move sessions onto earlier UTC days: yesterday, 2 days ago, then a gap, 5 and 6 days ago.
+    // Move sessions onto earlier UTC days (streaks follow `studied_at`): yesterday, 2 days ago,
+    // then a gap, 5 and 6 days ago.
     let mut admin = app.admin().await;
     sqlx::query(
         "WITH ordered AS (SELECT id, row_number() OVER (ORDER BY created_at) AS n \
                           FROM lingo.study_sessions WHERE learner_id = 'streaker') \
          UPDATE lingo.study_sessions s \
-         SET created_at = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' \
+         SET studied_at = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' \
                           + interval '12 hours' \
                           - (CASE o.n WHEN 1 THEN 6 WHEN 2 THEN 5 WHEN 3 THEN 2 ELSE 1 END) \
                             * interval '1 day' \

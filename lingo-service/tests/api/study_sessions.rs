@@ -19,6 +19,8 @@ fn session_keys() -> std::collections::BTreeSet<String> {
         "phrases_correct",
         "xp_awarded",
         "created_at",
+        "studied_at",
+        "answer_count",
     ])
 }
 

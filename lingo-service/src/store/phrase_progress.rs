@@ -1,0 +1,499 @@
+//! The review log (`phrase_reviews`) and the memory state per (learner, phrase)
+//! (`phrase_states`) derived from it: written with each study session that carries answers, read
+//! by `GET /me/phrases`, `GET /me/reviews`, `GET /me/progress` and the analytics export.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use crate::domain::catalogue::{PhraseItem, PhraseStats};
+use crate::domain::fsrs::{self, Grade, PhraseState, Review};
+use crate::domain::phrase_progress::{
+    ExportCursor, MyPhrasesCursor, MyPhrasesFilter, PhraseProgress, PhraseProgressRow,
+};
+use crate::domain::study_session::AnswerInput;
+use crate::domain::text::is_storable;
+use crate::error::{Error, ErrorCode, Result};
+
+/// 422 `unknown_phrase` for the first answer whose phrase is not one of `language`.
+pub async fn check_phrases(
+    tx: &mut PgConnection,
+    language: &str,
+    answers: &[AnswerInput],
+) -> Result<()> {
+    let ids: Vec<&str> = answers
+        .iter()
+        .map(|a| a.phrase_id.as_str())
+        .filter(|id| is_storable(id))
+        .collect();
+    let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+    let known: HashSet<String> = sqlx::query_scalar!(
+        "SELECT id FROM phrases WHERE id = ANY($1) AND language_code = $2",
+        &ids,
+        language,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
+    match answers.iter().position(|a| !known.contains(&a.phrase_id)) {
+        None => Ok(()),
+        Some(i) => {
+            let problem = shared_auth::Problem::from(ErrorCode::UnknownPhrase).with_field(
+                &format!("answers[{i}].phrase_id"),
+                format!("is not a phrase of language {language}"),
+            );
+            Err(problem.into())
+        }
+    }
+}
+
+/// One stored state row.
+#[derive(FromRow)]
+struct StateRow {
+    phrase_id: String,
+    stability: f32,
+    difficulty: f32,
+    due_at: DateTime<Utc>,
+    reviews: i32,
+    correct: i32,
+    lapses: i32,
+    first_reviewed_at: DateTime<Utc>,
+    last_reviewed_at: DateTime<Utc>,
+    last_grade: i16,
+}
+
+impl StateRow {
+    fn state(&self) -> Result<PhraseState> {
+        let last_grade = Grade::from_rating(self.last_grade)
+            .ok_or_else(|| anyhow::anyhow!("stored grade {} out of range", self.last_grade))?;
+        Ok(PhraseState {
+            stability: self.stability,
+            difficulty: self.difficulty,
+            due_at: self.due_at,
+            reviews: self.reviews,
+            correct: self.correct,
+            lapses: self.lapses,
+            first_reviewed_at: self.first_reviewed_at,
+            last_reviewed_at: self.last_reviewed_at,
+            last_grade,
+        })
+    }
+}
+
+fn schedule_error(error: fsrs::ScheduleError) -> Error {
+    Error::Internal(anyhow::Error::new(error))
+}
+
+/// Records the answers of session `session_id` (already inserted) in the review log and brings
+/// the states of the phrases they touch up to date; returns how many phrases the learner
+/// answered for the first time. Runs in the session's transaction after the learner's row lock,
+/// so one learner's sessions apply one at a time.
+///
+/// A phrase whose stored state is older than `studied_at` is advanced from that state by this
+/// session's answers; one with a later (or equally timed) answer on record is recomputed from its
+/// whole log in time order, so the order in which sessions arrive never changes a state.
+pub async fn record_answers(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    session_id: Uuid,
+    studied_at: DateTime<Utc>,
+    answers: &[AnswerInput],
+) -> Result<i64> {
+    if answers.is_empty() {
+        return Ok(0);
+    }
+    let phrase_ids: Vec<String> = answers.iter().map(|a| a.phrase_id.clone()).collect();
+    let positions: Vec<i32> = (0..answers.len() as i32).collect();
+    let grades: Vec<i16> = answers.iter().map(|a| a.grade().rating()).collect();
+    sqlx::query!(
+        "INSERT INTO phrase_reviews (learner_id, phrase_id, studied_at, session_id, position, grade) \
+         SELECT $1, phrase_id, $2, $3, position, grade \
+         FROM UNNEST($4::text[], $5::int[], $6::smallint[]) AS a (phrase_id, position, grade)",
+        learner_id,
+        studied_at,
+        session_id,
+        &phrase_ids,
+        &positions,
+        &grades,
+    )
+    .execute(&mut *tx)
+    .await?;
+
+    // This session's answers per phrase, in the order given.
+    let mut touched: BTreeMap<&str, Vec<Review>> = BTreeMap::new();
+    for answer in answers {
+        touched.entry(&answer.phrase_id).or_default().push(Review {
+            studied_at,
+            grade: answer.grade(),
+        });
+    }
+    let distinct: Vec<String> = touched.keys().map(|id| (*id).to_owned()).collect();
+    let stored: HashMap<String, StateRow> = sqlx::query_as!(
+        StateRow,
+        "SELECT phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+           first_reviewed_at, last_reviewed_at, last_grade \
+         FROM phrase_states WHERE learner_id = $1 AND phrase_id = ANY($2)",
+        learner_id,
+        &distinct,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|row| (row.phrase_id.clone(), row))
+    .collect();
+
+    let late: Vec<String> = stored
+        .values()
+        .filter(|row| row.last_reviewed_at >= studied_at)
+        .map(|row| row.phrase_id.clone())
+        .collect();
+    let mut logs = full_logs(tx, learner_id, &late).await?;
+
+    let mut states = Vec::with_capacity(touched.len());
+    for (phrase_id, reviews) in touched {
+        let state = match (stored.get(phrase_id), logs.remove(phrase_id)) {
+            (Some(_), Some(log)) => fsrs::replay(None, log),
+            (Some(row), None) => fsrs::replay(Some(row.state()?), reviews),
+            (None, _) => fsrs::replay(None, reviews),
+        }
+        .map_err(schedule_error)?
+        .ok_or_else(|| anyhow::anyhow!("phrase {phrase_id} has no answers to fold"))?;
+        states.push((phrase_id.to_owned(), state));
+    }
+    upsert_states(tx, learner_id, language, &states).await?;
+    Ok((states.len() - stored.len()) as i64)
+}
+
+/// The whole review log of each of `phrase_ids`, in time order.
+async fn full_logs(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    phrase_ids: &[String],
+) -> Result<HashMap<String, Vec<Review>>> {
+    let mut logs: HashMap<String, Vec<Review>> = HashMap::new();
+    if phrase_ids.is_empty() {
+        return Ok(logs);
+    }
+    let rows = sqlx::query!(
+        "SELECT phrase_id, studied_at, grade FROM phrase_reviews \
+         WHERE learner_id = $1 AND phrase_id = ANY($2) \
+         ORDER BY phrase_id, studied_at, session_id, position",
+        learner_id,
+        phrase_ids,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for row in rows {
+        let grade = Grade::from_rating(row.grade)
+            .ok_or_else(|| anyhow::anyhow!("stored grade {} out of range", row.grade))?;
+        logs.entry(row.phrase_id).or_default().push(Review {
+            studied_at: row.studied_at,
+            grade,
+        });
+    }
+    Ok(logs)
+}
+
+async fn upsert_states(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    states: &[(String, PhraseState)],
+) -> Result<()> {
+    let ids: Vec<String> = states.iter().map(|(id, _)| id.clone()).collect();
+    let stability: Vec<f32> = states.iter().map(|(_, s)| s.stability).collect();
+    let difficulty: Vec<f32> = states.iter().map(|(_, s)| s.difficulty).collect();
+    let due_at: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.due_at).collect();
+    let reviews: Vec<i32> = states.iter().map(|(_, s)| s.reviews).collect();
+    let correct: Vec<i32> = states.iter().map(|(_, s)| s.correct).collect();
+    let lapses: Vec<i32> = states.iter().map(|(_, s)| s.lapses).collect();
+    let first: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.first_reviewed_at).collect();
+    let last: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.last_reviewed_at).collect();
+    let grade: Vec<i16> = states.iter().map(|(_, s)| s.last_grade.rating()).collect();
+    sqlx::query!(
+        "INSERT INTO phrase_states AS s \
+           (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+            correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
+         SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
+           first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
+         FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
+           $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[]) \
+           AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                 first_reviewed_at, last_reviewed_at, last_grade) \
+         ON CONFLICT (learner_id, phrase_id) DO UPDATE SET \
+           stability = EXCLUDED.stability, difficulty = EXCLUDED.difficulty, \
+           due_at = EXCLUDED.due_at, reviews = EXCLUDED.reviews, correct = EXCLUDED.correct, \
+           lapses = EXCLUDED.lapses, first_reviewed_at = EXCLUDED.first_reviewed_at, \
+           last_reviewed_at = EXCLUDED.last_reviewed_at, last_grade = EXCLUDED.last_grade, \
+           updated_at = EXCLUDED.updated_at",
+        learner_id,
+        language,
+        &ids,
+        &stability,
+        &difficulty,
+        &due_at,
+        &reviews,
+        &correct,
+        &lapses,
+        &first,
+        &last,
+        &grade,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// A state joined with its phrase (and the phrase's stats-cache row, like the catalogue list).
+#[derive(FromRow)]
+struct ProgressRow {
+    #[sqlx(flatten)]
+    state: StateRow,
+    text: String,
+    language_code: String,
+    translation_count: i64,
+    view_count: Option<i64>,
+    learner_count: Option<i64>,
+    accuracy: Option<f64>,
+    has_stats: bool,
+}
+
+impl ProgressRow {
+    fn progress(self, now: DateTime<Utc>) -> Result<PhraseProgress> {
+        let state = self.state.state()?;
+        let stats = self.has_stats.then(|| PhraseStats {
+            view_count: self.view_count.unwrap_or(0),
+            learner_count: self.learner_count.unwrap_or(0),
+            accuracy: self.accuracy,
+        });
+        let phrase = PhraseItem {
+            id: self.state.phrase_id,
+            text: self.text,
+            language_code: self.language_code,
+            translation_count: self.translation_count,
+            stats,
+        };
+        Ok(PhraseProgress::new(phrase, &state, now))
+    }
+}
+
+/// The order of a learner's phrase lists, and the index that serves it: `(learner_id, due_at,
+/// phrase_id)`, or `(learner_id, language_code, due_at, phrase_id)` with a language.
+fn push_my_states(
+    sql: &mut QueryBuilder<'_, Postgres>,
+    learner_id: &str,
+    filter: &MyPhrasesFilter,
+    now: DateTime<Utc>,
+) {
+    sql.push(" WHERE s.learner_id = ")
+        .push_bind(learner_id.to_owned());
+    if let Some(language) = &filter.language {
+        sql.push(" AND s.language_code = ")
+            .push_bind(language.clone());
+    }
+    if filter.due_only {
+        sql.push(" AND s.due_at <= ").push_bind(now);
+    }
+}
+
+/// The statement of a page of `learner_id`'s phrase states by `(due_at, phrase_id)` after
+/// `cursor`, `limit` rows, behind `prefix` (`EXPLAIN` for the plan tests).
+fn my_phrases_statement<'a>(
+    prefix: &str,
+    learner_id: &str,
+    filter: &MyPhrasesFilter,
+    cursor: Option<&MyPhrasesCursor>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> QueryBuilder<'a, Postgres> {
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push(
+        "SELECT s.phrase_id, s.stability, s.difficulty, s.due_at, s.reviews, s.correct, \
+           s.lapses, s.first_reviewed_at, s.last_reviewed_at, s.last_grade, \
+           p.text, p.language_code, \
+           (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id) \
+             AS translation_count, \
+           st.view_count, st.learner_count, st.accuracy, (st.phrase_id IS NOT NULL) AS has_stats \
+         FROM phrase_states s \
+         JOIN phrases p ON p.id = s.phrase_id \
+         LEFT JOIN phrase_stats_cache st ON st.phrase_id = s.phrase_id",
+    );
+    push_my_states(&mut sql, learner_id, filter, now);
+    if let Some(cursor) = cursor {
+        sql.push(" AND (s.due_at, s.phrase_id) > (")
+            .push_bind(cursor.due_at())
+            .push(", ")
+            .push_bind(cursor.phrase_id.clone())
+            .push(")");
+    }
+    sql.push(" ORDER BY s.due_at, s.phrase_id LIMIT ")
+        .push_bind(limit);
+    sql
+}
+
+/// One page of `learner_id`'s phrase states by `(due_at, phrase_id)` after `cursor`; `limit`
+/// rows (ask for one more to learn whether there is a next page).
+pub async fn list_for<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    filter: &MyPhrasesFilter,
+    cursor: Option<&MyPhrasesCursor>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<PhraseProgress>> {
+    if !filter.language.as_deref().is_none_or(is_storable) {
+        return Ok(Vec::new());
+    }
+    let mut sql = my_phrases_statement("", learner_id, filter, cursor, now, limit);
+    let rows = sql.build_query_as::<ProgressRow>().fetch_all(db).await?;
+    rows.into_iter().map(|row| row.progress(now)).collect()
+}
+
+fn due_total_statement<'a>(
+    prefix: &str,
+    learner_id: &str,
+    language: Option<&str>,
+    now: DateTime<Utc>,
+) -> QueryBuilder<'a, Postgres> {
+    let filter = MyPhrasesFilter {
+        language: language.map(str::to_owned),
+        due_only: true,
+    };
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push("SELECT count(*) FROM phrase_states s");
+    push_my_states(&mut sql, learner_id, &filter, now);
+    sql
+}
+
+/// How many of `learner_id`'s phrases (in `language`, when given) are due at `now`.
+pub async fn due_total<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    language: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<i64> {
+    if !language.is_none_or(is_storable) {
+        return Ok(0);
+    }
+    let mut sql = due_total_statement("", learner_id, language, now);
+    let total: i64 = sql.build_query_scalar().fetch_one(db).await?;
+    Ok(total)
+}
+
+/// The plans (`EXPLAIN` text) of the statements that read one learner's phrases: a page of
+/// `GET /me/phrases` without and with a language and a cursor, the due count of
+/// `GET /me/reviews`, and the due count per language of `GET /me/progress`. For the tests that
+/// assert they read by index.
+pub async fn explain_learner_reads(
+    db: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let cursor = MyPhrasesCursor::after(now, "ph", &MyPhrasesFilter::default());
+    let due_in = MyPhrasesFilter {
+        language: Some(language.to_owned()),
+        due_only: true,
+    };
+    let mut statements = vec![
+        my_phrases_statement("EXPLAIN ", learner_id, &Default::default(), None, now, 21),
+        my_phrases_statement("EXPLAIN ", learner_id, &due_in, Some(&cursor), now, 21),
+        due_total_statement("EXPLAIN ", learner_id, None, now),
+        due_total_statement("EXPLAIN ", learner_id, Some(language), now),
+    ];
+    let mut plans = Vec::new();
+    for statement in &mut statements {
+        let lines: Vec<String> = statement.build_query_scalar().fetch_all(&mut *db).await?;
+        plans.push(lines.join("\n"));
+    }
+    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {DUE_BY_LANGUAGE}"))
+        .bind(learner_id)
+        .bind(now)
+        .fetch_all(&mut *db)
+        .await?;
+    plans.push(lines.join("\n"));
+    Ok(plans)
+}
+
+/// `learner_id`'s phrases due at `$2`, per language (a constant so the plan test reads the
+/// statement that runs).
+const DUE_BY_LANGUAGE: &str = "SELECT language_code, count(*) AS due FROM phrase_states \
+     WHERE learner_id = $1 AND due_at <= $2 GROUP BY language_code";
+
+/// `learner_id`'s phrases due at `now`, per language.
+pub async fn due_by_language<'e>(
+    db: impl PgExecutor<'e>,
+    learner_id: &str,
+    now: DateTime<Utc>,
+) -> Result<HashMap<String, i64>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(DUE_BY_LANGUAGE)
+        .bind(learner_id)
+        .bind(now)
+        .fetch_all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// One page of the phrase-progress export in keyset order `(updated_at, learner_id,
+/// phrase_id)`: rows changed at or after `since` and before `horizon` (see
+/// [`crate::store::progress::export_horizon`]), after `cursor`; `limit` rows.
+pub async fn export_page<'e>(
+    db: impl PgExecutor<'e>,
+    since: Option<DateTime<Utc>>,
+    horizon: DateTime<Utc>,
+    cursor: Option<&ExportCursor>,
+    limit: i64,
+) -> Result<Vec<PhraseProgressRow>> {
+    #[derive(FromRow)]
+    struct Row {
+        learner_id: String,
+        language_code: String,
+        updated_at: DateTime<Utc>,
+        #[sqlx(flatten)]
+        state: StateRow,
+    }
+    let mut sql = QueryBuilder::<Postgres>::new(
+        "SELECT learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+           correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at \
+         FROM phrase_states WHERE updated_at < ",
+    );
+    sql.push_bind(horizon);
+    if let Some(since) = since {
+        sql.push(" AND updated_at >= ").push_bind(since);
+    }
+    if let Some(cursor) = cursor {
+        sql.push(" AND (updated_at, learner_id, phrase_id) > (")
+            .push_bind(cursor.updated_at())
+            .push(", ")
+            .push_bind(cursor.learner_id.clone())
+            .push(", ")
+            .push_bind(cursor.phrase_id.clone())
+            .push(")");
+    }
+    sql.push(" ORDER BY updated_at, learner_id, phrase_id LIMIT ")
+        .push_bind(limit);
+    let rows = sql.build_query_as::<Row>().fetch_all(db).await?;
+    rows.into_iter()
+        .map(|row| {
+            let state = row.state.state()?;
+            Ok(PhraseProgressRow {
+                learner_id: row.learner_id,
+                phrase_id: row.state.phrase_id,
+                language_code: row.language_code,
+                reviews: state.reviews,
+                correct: state.correct,
+                lapses: state.lapses,
+                last_reviewed_at: state.last_reviewed_at,
+                last_grade: state.last_grade,
+                stability_days: f64::from(state.stability),
+                difficulty: f64::from(state.difficulty),
+                due_at: state.due_at,
+                updated_at: row.updated_at,
+            })
+        })
+        .collect()
+}

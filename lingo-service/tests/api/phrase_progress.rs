@@ -1,0 +1,895 @@
+//! Phrase progress (docs/lingo.md, "Phrase progress"): answers in study sessions, `studied_at`,
+//! the FSRS-6 states against the Python reference, late and concurrent sessions, the three reads.
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared_auth::testing::{token, token_with_scope};
+
+use crate::helpers::{TestApp, assert_problem, assert_timestamp, key_set, keys, spawn_app};
+
+const SESSIONS: &str = "/v1/lingo/me/study-sessions";
+const MY_PHRASES: &str = "/v1/lingo/me/phrases";
+const REVIEWS: &str = "/v1/lingo/me/reviews";
+const EXPORT: &str = "/v1/lingo/analytics/phrase-progress";
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn now_seconds() -> DateTime<Utc> {
+    Utc::now()
+        .duration_trunc(Duration::seconds(1))
+        .expect("truncates")
+}
+
+/// A session body whose counts are those of `answers` (`(phrase_id, correct, grade)`).
+fn answered(
+    language: &str,
+    studied_at: Option<DateTime<Utc>>,
+    answers: &[(&str, bool, Option<&str>)],
+) -> Value {
+    let list: Vec<Value> = answers
+        .iter()
+        .map(|(phrase, correct, grade)| match grade {
+            Some(grade) => json!({"phrase_id": phrase, "correct": correct, "grade": grade}),
+            None => json!({"phrase_id": phrase, "correct": correct}),
+        })
+        .collect();
+    let mut body = json!({
+        "duration_seconds": 120,
+        "phrases_seen": answers.len(),
+        "phrases_correct": answers.iter().filter(|a| a.1).count(),
+        "language_code": language,
+        "answers": list,
+    });
+    if let Some(at) = studied_at {
+        body["studied_at"] = json!(rfc3339(at));
+    }
+    body
+}
+
+async fn post_ok(app: &TestApp, learner: &str, body: &Value) -> Value {
+    let response = app.post_session(learner, body).await;
+    assert_eq!(response.status(), 201, "{body}");
+    response.json().await.unwrap()
+}
+
+async fn get_json(app: &TestApp, path: &str, learner: &str) -> Value {
+    let response = app.get(path, Some(learner)).await;
+    assert_eq!(response.status(), 200, "{path}");
+    assert_eq!(
+        response.headers()["cache-control"],
+        "private, no-store",
+        "{path}"
+    );
+    response.json().await.unwrap()
+}
+
+/// Every phrase progress of `learner`, read page by page through `next_cursor`.
+async fn all_my_phrases(app: &TestApp, learner: &str, query: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("{MY_PHRASES}?limit=7&cursor={cursor}"),
+            None => format!("{MY_PHRASES}?limit=7{query}"),
+        };
+        let body = get_json(app, &path, learner).await;
+        assert_eq!(keys(&body), key_set(&["data", "count", "next_cursor"]));
+        let data = body["data"].as_array().unwrap();
+        assert_eq!(body["count"], data.len());
+        all.extend(data.iter().cloned());
+        match body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return all,
+        }
+    }
+}
+
+async fn counts(app: &TestApp) -> (i64, i64, i64) {
+    (
+        app.count("study_sessions").await,
+        app.count("phrase_reviews").await,
+        app.count("phrase_states").await,
+    )
+}
+
+#[tokio::test]
+async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
+    let app = spawn_app().await;
+    let learner = token("strict");
+    let now = now_seconds();
+    let ok = answered(
+        "es",
+        None,
+        &[("ph-es-001", true, None), ("ph-es-002", false, None)],
+    );
+
+    // (body, status, code, fields)
+    let mut too_many = answered("es", None, &vec![("ph-es-001", true, None); 1001]);
+    too_many["phrases_seen"] = json!(1001);
+    let mut seen_off = ok.clone();
+    seen_off["phrases_seen"] = json!(3);
+    let mut both_off = ok.clone();
+    both_off["phrases_seen"] = json!(1);
+    both_off["phrases_correct"] = json!(0);
+    let mut empty_answers = ok.clone();
+    empty_answers["answers"] = json!([]);
+    let mut unknown_field = ok.clone();
+    unknown_field["answers"][0]["learner_id"] = json!("x");
+    let mut bad_grade = ok.clone();
+    bad_grade["answers"][0]["grade"] = json!("perfect");
+    let with_at = |at: &str| {
+        let mut body = ok.clone();
+        body["studied_at"] = json!(at);
+        body
+    };
+    let cases: Vec<(Value, &str, Vec<&str>)> = vec![
+        (
+            answered("es", None, &[("ph-es-001", true, Some("again"))]),
+            "validation_failed",
+            vec!["answers[0].grade"],
+        ),
+        (
+            answered(
+                "es",
+                None,
+                &[
+                    ("ph-es-001", true, Some("easy")),
+                    ("ph-es-002", false, Some("hard")),
+                    ("ph-es-003", false, Some("good")),
+                ],
+            ),
+            "validation_failed",
+            vec!["answers[1].grade", "answers[2].grade"],
+        ),
+        (too_many, "validation_failed", vec!["answers"]),
+        (unknown_field, "validation_failed", vec![]),
+        (bad_grade, "validation_failed", vec![]),
+        (seen_off, "answers_mismatch", vec!["phrases_seen"]),
+        (
+            both_off,
+            "answers_mismatch",
+            vec!["phrases_seen", "phrases_correct"],
+        ),
+        (
+            empty_answers,
+            "answers_mismatch",
+            vec!["phrases_seen", "phrases_correct"],
+        ),
+        (
+            answered(
+                "es",
+                None,
+                &[
+                    ("ph-es-001", true, None),
+                    ("ph-es-002", true, None),
+                    ("no-such-phrase", true, None),
+                    ("ph-fr-001", true, None),
+                ],
+            ),
+            "unknown_phrase",
+            vec!["answers[2].phrase_id"],
+        ),
+        (
+            answered(
+                "es",
+                None,
+                &[("ph-es-001", true, None), ("ph-fr-001", false, None)],
+            ),
+            "unknown_phrase",
+            vec!["answers[1].phrase_id"],
+        ),
+        (
+            answered("es", None, &[("ph-es-001\u{0}", true, None)]),
+            "unknown_phrase",
+            vec!["answers[0].phrase_id"],
+        ),
+        (
+            with_at(&rfc3339(now - Duration::days(30) - Duration::minutes(1))),
+            "invalid_studied_at",
+            vec!["studied_at"],
+        ),
+        (
+            with_at(&rfc3339(now + Duration::minutes(2))),
+            "invalid_studied_at",
+            vec!["studied_at"],
+        ),
+        (
+            with_at("2026-11-27"),
+            "invalid_studied_at",
+            vec!["studied_at"],
+        ),
+        (
+            with_at("last tuesday"),
+            "invalid_studied_at",
+            vec!["studied_at"],
+        ),
+    ];
+    for (body, code, fields) in cases {
+        let response = app.post_session(&learner, &body).await;
+        let problem = assert_problem(response, 422, code).await;
+        if !fields.is_empty() {
+            let got: Vec<&str> = problem["errors"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no errors: {problem}"))
+                .iter()
+                .map(|e| e["field"].as_str().unwrap())
+                .collect();
+            assert_eq!(got, fields, "{problem}");
+        }
+    }
+    assert_eq!(
+        counts(&app).await,
+        (0, 0, 0),
+        "a refused session stores nothing"
+    );
+
+    // The edges of the window are accepted.
+    for at in [
+        now - Duration::days(30) + Duration::minutes(1),
+        now + Duration::seconds(50),
+    ] {
+        let created = post_ok(&app, &learner, &with_at(&rfc3339(at))).await;
+        assert_eq!(created["studied_at"], rfc3339(at));
+        assert_eq!(created["answer_count"], 2);
+    }
+}
+
+#[tokio::test]
+async fn a_session_reports_studied_at_and_answer_count_and_streaks_follow_it() {
+    let app = spawn_app().await;
+    let learner = token("offline");
+    let today = now_seconds()
+        .duration_trunc(Duration::days(1))
+        .expect("day");
+    // Without answers: studied_at is created_at and nothing is answered.
+    let plain = post_ok(
+        &app,
+        &learner,
+        &json!({"duration_seconds": 60, "phrases_seen": 3, "phrases_correct": 2, "language_code": "es"}),
+    )
+    .await;
+    assert_eq!(plain["studied_at"], plain["created_at"]);
+    assert_eq!(plain["answer_count"], 0);
+
+    // Offline sessions 3 and 2 days ago (sent now): the streak runs over their days.
+    let three_days_ago = today - Duration::days(3) + Duration::hours(10);
+    let two_days_ago = today - Duration::days(2) + Duration::hours(23);
+    for at in [three_days_ago, two_days_ago] {
+        let created = post_ok(
+            &app,
+            &learner,
+            &answered("es", Some(at), &[("ph-es-010", true, None)]),
+        )
+        .await;
+        assert_eq!(created["studied_at"], rfc3339(at));
+        assert_ne!(created["created_at"], created["studied_at"]);
+        let location = format!("{SESSIONS}/{}", created["id"].as_str().unwrap());
+        let shown = get_json(&app, &location, &learner).await;
+        assert_eq!(shown["studied_at"], rfc3339(at));
+        assert_eq!(shown["answer_count"], 1);
+    }
+    let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
+    assert_eq!(
+        progress["data"][0]["first_studied_at"],
+        rfc3339(three_days_ago)
+    );
+    assert_eq!(progress["longest_streak_days"], 2);
+    assert_eq!(
+        progress["current_streak_days"], 1,
+        "today only: the run of 2 ended 2 days ago"
+    );
+    assert_eq!(progress["totals"]["phrases_started"], 1);
+    assert_eq!(progress["data"][0]["phrases_started"], 1);
+    // Answered 2 days ago with stability of a few days: due again only later.
+    assert_eq!(progress["totals"]["phrases_due"], 0);
+}
+
+#[derive(Deserialize)]
+struct Vectors {
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    answers: Vec<Answer>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    grade: u8,
+    at: DateTime<Utc>,
+    stability: f64,
+    difficulty: f64,
+    due: DateTime<Utc>,
+    interval_unrounded: f64,
+}
+
+const GRADES: [&str; 4] = ["again", "hard", "good", "easy"];
+
+fn close(got: &Value, expected: f64) -> bool {
+    let got = got.as_f64().unwrap();
+    (got - expected).abs() <= 1e-4 * expected.abs()
+}
+
+/// The reference's histories that fit in the 30 days `studied_at` allows, posted through HTTP
+/// (answers with the same time in one session), read back with `GET /me/phrases`.
+#[tokio::test]
+async fn states_match_the_python_reference_through_http() {
+    let app = spawn_app().await;
+    let learner = token("reference");
+    let vectors: Vectors = serde_json::from_str(include_str!("../fsrs/vectors.json")).unwrap();
+    let fits = |case: &&Case| {
+        let span = case.answers.last().unwrap().at - case.answers[0].at;
+        span <= Duration::days(29)
+    };
+    let cases: Vec<&Case> = vectors.cases.iter().filter(fits).collect();
+    assert!(cases.len() >= 20, "{} cases fit", cases.len());
+    assert!(cases.iter().any(|c| c.answers.len() >= 5));
+    let start = now_seconds() - Duration::days(29) - Duration::hours(1);
+    let mut expected = std::collections::BTreeMap::new();
+    for (n, case) in cases.iter().enumerate() {
+        assert!(n < 48, "one Spanish phrase per case");
+        let phrase = format!("ph-es-{:03}", n + 1);
+        let shift = start - case.answers[0].at;
+        let mut i = 0;
+        while i < case.answers.len() {
+            let at = case.answers[i].at;
+            let same: Vec<(&str, bool, Option<&str>)> = case.answers[i..]
+                .iter()
+                .take_while(|a| a.at == at)
+                .map(|a| {
+                    (
+                        phrase.as_str(),
+                        a.grade != 1,
+                        Some(GRADES[usize::from(a.grade) - 1]),
+                    )
+                })
+                .collect();
+            i += same.len();
+            post_ok(&app, &learner, &answered("es", Some(at + shift), &same)).await;
+        }
+        expected.insert(phrase, (*case, shift));
+    }
+
+    let all = all_my_phrases(&app, &learner, "").await;
+    assert_eq!(all.len(), expected.len());
+    for progress in &all {
+        let (case, shift) = expected[progress["phrase"]["id"].as_str().unwrap()];
+        let last = case.answers.last().unwrap();
+        let what = &case.name;
+        assert!(
+            close(&progress["stability_days"], last.stability),
+            "{what}: {progress}"
+        );
+        assert!(
+            close(&progress["difficulty"], last.difficulty),
+            "{what}: {progress}"
+        );
+        let due: DateTime<Utc> = progress["due_at"].as_str().unwrap().parse().unwrap();
+        let off = (due - (last.due + shift)).num_seconds().abs();
+        let boundary = (last.interval_unrounded.fract() - 0.5).abs() < 0.01;
+        assert!(off == 0 || (boundary && off == 86_400), "{what}: due {due}");
+        assert_eq!(progress["reviews"], case.answers.len(), "{what}");
+        let correct = case.answers.iter().filter(|a| a.grade != 1).count();
+        assert_eq!(progress["correct"], correct, "{what}");
+        let lapses = case.answers.iter().skip(1).filter(|a| a.grade == 1).count();
+        assert_eq!(progress["lapses"], lapses, "{what}");
+        assert_eq!(progress["last_grade"], GRADES[usize::from(last.grade) - 1]);
+        assert_eq!(
+            progress["first_reviewed_at"],
+            rfc3339(case.answers[0].at + shift)
+        );
+        assert_eq!(progress["last_reviewed_at"], rfc3339(last.at + shift));
+    }
+}
+
+/// An answer: phrase id, correct, grade.
+type AnswerSpec = (&'static str, bool, Option<&'static str>);
+
+/// Sessions of one learner over three weeks, several touching the same phrases, one with a
+/// phrase twice: `(days before now, answers)`.
+fn history() -> Vec<(i64, Vec<AnswerSpec>)> {
+    vec![
+        (
+            21,
+            vec![
+                ("ph-es-001", true, None),
+                ("ph-es-002", false, None),
+                ("ph-es-003", true, Some("easy")),
+            ],
+        ),
+        (
+            20,
+            vec![("ph-es-002", true, Some("hard")), ("ph-es-002", true, None)],
+        ),
+        (
+            15,
+            vec![
+                ("ph-es-001", false, None),
+                ("ph-es-004", true, None),
+                ("ph-es-003", true, None),
+            ],
+        ),
+        (15, vec![("ph-es-001", true, Some("hard"))]),
+        (
+            9,
+            vec![
+                ("ph-es-002", true, Some("easy")),
+                ("ph-es-004", false, None),
+                ("ph-es-005", true, None),
+            ],
+        ),
+        (
+            4,
+            vec![
+                ("ph-es-001", true, None),
+                ("ph-es-003", false, None),
+                ("ph-es-005", true, Some("easy")),
+            ],
+        ),
+        (
+            1,
+            vec![("ph-es-004", true, None), ("ph-es-002", true, None)],
+        ),
+    ]
+}
+
+fn history_sessions(now: DateTime<Utc>) -> Vec<Value> {
+    history()
+        .iter()
+        .enumerate()
+        .map(|(i, (days, answers))| {
+            // Distinct times even on the same day.
+            let at = now - Duration::days(*days) + Duration::minutes(i as i64);
+            answered("es", Some(at), answers)
+        })
+        .collect()
+}
+
+/// The answers of `GET /me/phrases` without what depends on the moment of the request.
+fn states(all: &[Value]) -> Vec<Value> {
+    all.iter()
+        .map(|p| {
+            let mut p = p.clone();
+            p.as_object_mut().unwrap().remove("retrievability");
+            p
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_order_sessions_arrive_in_never_changes_the_states() {
+    let app = spawn_app().await;
+    let now = now_seconds() - Duration::hours(1);
+    let sessions = history_sessions(now);
+    let (in_order, reversed, shuffled) = (token("in-order"), token("reversed"), token("shuffled"));
+    for session in &sessions {
+        post_ok(&app, &in_order, session).await;
+    }
+    for session in sessions.iter().rev() {
+        post_ok(&app, &reversed, session).await;
+    }
+    for i in [3, 0, 6, 1, 5, 2, 4] {
+        post_ok(&app, &shuffled, &sessions[i]).await;
+    }
+    let expected = all_my_phrases(&app, &in_order, "").await;
+    assert_eq!(expected.len(), 5);
+    assert_eq!(all_my_phrases(&app, &reversed, "").await, expected);
+    assert_eq!(
+        states(&all_my_phrases(&app, &shuffled, "").await),
+        states(&expected)
+    );
+
+    // ph-es-001: good, again, hard (same day), good -> 4 answers, 1 lapse.
+    let first = expected
+        .iter()
+        .find(|p| p["phrase"]["id"] == "ph-es-001")
+        .unwrap();
+    assert_eq!(
+        (
+            first["reviews"].as_i64(),
+            first["lapses"].as_i64(),
+            first["correct"].as_i64()
+        ),
+        (Some(4), Some(1), Some(3))
+    );
+    assert_eq!(first["last_grade"], "good");
+    // Ordered by due date, then id.
+    let order: Vec<(String, String)> = expected
+        .iter()
+        .map(|p| {
+            (
+                p["due_at"].as_str().unwrap().to_owned(),
+                p["phrase"]["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+
+    for learner in [&in_order, &reversed] {
+        let progress = get_json(&app, "/v1/lingo/me/progress", learner).await;
+        assert_eq!(progress["totals"]["phrases_started"], 5);
+        assert_eq!(progress["totals"]["phrases_seen"], 17);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
+    let app = spawn_app().await;
+    let learner = token("busy");
+    let now = now_seconds() - Duration::hours(1);
+    let phrases = [
+        "ph-es-001",
+        "ph-es-002",
+        "ph-es-003",
+        "ph-es-004",
+        "ph-es-005",
+    ];
+    // 20 sessions on 20 different days, all touching the same five phrases, sent at once.
+    let sessions: Vec<Value> = (0..20i64)
+        .map(|i| {
+            let answers: Vec<(&str, bool, Option<&str>)> = phrases
+                .iter()
+                .enumerate()
+                .map(|(j, phrase)| (*phrase, !(i as usize + j).is_multiple_of(4), None))
+                .collect();
+            answered("es", Some(now - Duration::days(20 - i)), &answers)
+        })
+        .collect();
+    let responses = join_all(sessions.iter().map(|body| app.post_session(&learner, body))).await;
+    for response in responses {
+        assert_eq!(response.status(), 201);
+    }
+    let all = all_my_phrases(&app, &learner, "").await;
+    assert_eq!(all.len(), 5);
+    for progress in &all {
+        assert_eq!(progress["reviews"], 20, "{progress}");
+        assert_eq!(progress["correct"], 15, "{progress}");
+    }
+    assert_eq!(app.count("phrase_reviews").await, 100);
+    let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
+    assert_eq!(progress["totals"]["phrases_seen"], 100);
+    assert_eq!(progress["totals"]["sessions"], 20);
+    assert_eq!(progress["totals"]["phrases_started"], 5);
+
+    // The same sessions one by one in time order give the same states.
+    let calm = token("calm");
+    for body in &sessions {
+        post_ok(&app, &calm, body).await;
+    }
+    assert_eq!(states(&all_my_phrases(&app, &calm, "").await), states(&all));
+}
+
+#[tokio::test]
+async fn a_replayed_session_with_answers_writes_nothing_twice() {
+    let app = spawn_app().await;
+    let learner = token("replayer");
+    let body = answered(
+        "es",
+        Some(now_seconds() - Duration::days(3)),
+        &[
+            ("ph-es-001", true, None),
+            ("ph-es-002", false, None),
+            ("ph-es-001", true, Some("easy")),
+        ],
+    )
+    .to_string();
+    let first = app.post_raw(SESSIONS, &learner, &body, Some("key-1")).await;
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().await.unwrap();
+    let before = all_my_phrases(&app, &learner, "").await;
+    let counted = counts(&app).await;
+    assert_eq!(counted, (1, 3, 2));
+
+    let again = app.post_raw(SESSIONS, &learner, &body, Some("key-1")).await;
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotency-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(counts(&app).await, counted);
+    assert_eq!(all_my_phrases(&app, &learner, "").await, before);
+    let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
+    assert_eq!(progress["totals"]["phrases_seen"], 3);
+    assert_eq!(progress["totals"]["phrases_started"], 2);
+}
+
+#[tokio::test]
+async fn my_phrases_pages_by_cursor_with_its_filters_and_reviews_show_what_is_due() {
+    let app = spawn_app().await;
+    let learner = token("pager");
+    let now = now_seconds();
+    // Ten Spanish phrases answered 25 days ago (due now), five French ones answered today.
+    let spanish: Vec<String> = (1..=10).map(|n| format!("ph-es-{n:03}")).collect();
+    let answers: Vec<(&str, bool, Option<&str>)> =
+        spanish.iter().map(|p| (p.as_str(), true, None)).collect();
+    post_ok(
+        &app,
+        &learner,
+        &answered("es", Some(now - Duration::days(25)), &answers),
+    )
+    .await;
+    let french: Vec<String> = (1..=5).map(|n| format!("ph-fr-{n:03}")).collect();
+    let answers: Vec<(&str, bool, Option<&str>)> =
+        french.iter().map(|p| (p.as_str(), false, None)).collect();
+    post_ok(&app, &learner, &answered("fr", None, &answers)).await;
+
+    let all = all_my_phrases(&app, &learner, "").await;
+    assert_eq!(all.len(), 15);
+    let progress_keys = key_set(&[
+        "phrase",
+        "reviews",
+        "correct",
+        "lapses",
+        "first_reviewed_at",
+        "last_reviewed_at",
+        "last_grade",
+        "stability_days",
+        "difficulty",
+        "due_at",
+        "retrievability",
+    ]);
+    for progress in &all {
+        assert_eq!(keys(progress), progress_keys);
+        assert_timestamp(&progress["due_at"]);
+        let r = progress["retrievability"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&r));
+        assert_eq!(
+            keys(&progress["phrase"]),
+            key_set(&["id", "text", "language_code", "translation_count", "stats"])
+        );
+    }
+    // The overdue Spanish phrases first, in id order (same due date), then the French ones.
+    let ids: Vec<&str> = all
+        .iter()
+        .map(|p| p["phrase"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &ids[..10],
+        spanish.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // A Spanish phrase answered 25 days ago with stability ~2.3 days is long overdue.
+    assert!(all[0]["retrievability"].as_f64().unwrap() < 0.9);
+    assert_eq!(all[14]["retrievability"], 1.0, "answered today");
+
+    let due = all_my_phrases(&app, &learner, "&due=true").await;
+    assert_eq!(due.len(), 10);
+    let french_only = all_my_phrases(&app, &learner, "&language=fr").await;
+    assert_eq!(french_only.len(), 5);
+    assert!(
+        french_only
+            .iter()
+            .all(|p| p["phrase"]["language_code"] == "fr" && p["lapses"] == 0)
+    );
+    assert!(
+        all_my_phrases(&app, &learner, "&language=xx")
+            .await
+            .is_empty()
+    );
+    assert!(
+        all_my_phrases(&app, &learner, "&language=fr&due=true")
+            .await
+            .is_empty()
+    );
+
+    // A cursor keeps its filters; other filters with it, offsets and bad values are refused.
+    let page = get_json(&app, &format!("{MY_PHRASES}?language=es&limit=3"), &learner).await;
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let next = get_json(
+        &app,
+        &format!("{MY_PHRASES}?cursor={cursor}&language=es"),
+        &learner,
+    )
+    .await;
+    assert_eq!(next["count"], 7);
+    assert_eq!(next["data"][0]["phrase"]["id"], "ph-es-004");
+    let analyst = token_with_scope("analyst", "lingo:analytics");
+    let export = get_json(&app, &format!("{EXPORT}?limit=1"), &analyst).await;
+    let foreign = export["next_cursor"].as_str().unwrap().to_owned();
+    for (query, code) in [
+        (format!("cursor={cursor}&language=fr"), "invalid_cursor"),
+        (format!("cursor={cursor}&due=true"), "invalid_cursor"),
+        (format!("cursor={foreign}"), "invalid_cursor"),
+        ("cursor=bm9wZQ".to_owned(), "invalid_cursor"),
+        (format!("cursor={cursor}&offset=0"), "invalid_query"),
+        ("offset=3".to_owned(), "invalid_query"),
+        ("limit=0".to_owned(), "invalid_query"),
+        ("limit=101".to_owned(), "invalid_query"),
+        ("due=maybe".to_owned(), "invalid_query"),
+    ] {
+        let response = app
+            .get(&format!("{MY_PHRASES}?{query}"), Some(&learner))
+            .await;
+        assert_problem(response, 400, code).await;
+    }
+
+    let reviews = get_json(&app, &format!("{REVIEWS}?limit=4"), &learner).await;
+    assert_eq!(keys(&reviews), key_set(&["data", "count", "due_total"]));
+    assert_eq!(
+        (reviews["count"].as_i64(), reviews["due_total"].as_i64()),
+        (Some(4), Some(10))
+    );
+    assert_eq!(reviews["data"][0], due[0]);
+    let reviews = get_json(&app, &format!("{REVIEWS}?language=fr"), &learner).await;
+    assert_eq!(
+        (reviews["count"].as_i64(), reviews["due_total"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert_problem(
+        app.get(&format!("{REVIEWS}?limit=0"), Some(&learner)).await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    for path in [MY_PHRASES, REVIEWS] {
+        assert_problem(app.get(path, None).await, 401, "missing_token").await;
+    }
+
+    let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
+    assert_eq!(progress["totals"]["phrases_started"], 15);
+    assert_eq!(progress["totals"]["phrases_due"], 10);
+    let by_language: Vec<(String, i64, i64)> = progress["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["language_code"].as_str().unwrap().to_owned(),
+                l["phrases_started"].as_i64().unwrap(),
+                l["phrases_due"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_language,
+        [("es".to_owned(), 10, 10), ("fr".to_owned(), 5, 0)]
+    );
+}
+
+#[tokio::test]
+async fn the_phrase_progress_export_pages_every_state_once_and_needs_its_scope() {
+    let app = spawn_app().await;
+    for (n, learner) in ["exp-a", "exp-b", "exp-c"].iter().enumerate() {
+        let phrases: Vec<String> = (1..=n + 2).map(|i| format!("ph-de-{i:03}")).collect();
+        let answers: Vec<(&str, bool, Option<&str>)> =
+            phrases.iter().map(|p| (p.as_str(), true, None)).collect();
+        post_ok(&app, &token(learner), &answered("de", None, &answers)).await;
+    }
+    let analyst = token_with_scope("analyst", "lingo:analytics");
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("{EXPORT}?limit=2&cursor={cursor}"),
+            None => format!("{EXPORT}?limit=2"),
+        };
+        let body = get_json(&app, &path, &analyst).await;
+        for row in body["data"].as_array().unwrap() {
+            assert_eq!(
+                keys(row),
+                key_set(&[
+                    "learner_id",
+                    "phrase_id",
+                    "language_code",
+                    "reviews",
+                    "correct",
+                    "lapses",
+                    "last_reviewed_at",
+                    "last_grade",
+                    "stability_days",
+                    "difficulty",
+                    "due_at",
+                    "updated_at",
+                ])
+            );
+            seen.push((
+                row["learner_id"].as_str().unwrap().to_owned(),
+                row["phrase_id"].as_str().unwrap().to_owned(),
+            ));
+        }
+        match body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 2 + 3 + 4);
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len());
+
+    // Incremental: nothing changed after the latest update but a new answer.
+    let later = rfc3339(now_seconds() + Duration::seconds(1));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    post_ok(
+        &app,
+        &token("exp-a"),
+        &answered("de", None, &[("ph-de-001", false, None)]),
+    )
+    .await;
+    let body = get_json(&app, &format!("{EXPORT}?updated_since={later}"), &analyst).await;
+    assert_eq!(body["count"], 1, "{body}");
+    assert_eq!(body["data"][0]["learner_id"], "exp-a");
+    assert_eq!(body["data"][0]["lapses"], 1);
+
+    let response = app.get(EXPORT, Some(&token("exp-a"))).await;
+    assert_problem(response, 403, "insufficient_scope").await;
+    let response = app.get(&format!("{EXPORT}?offset=1"), Some(&analyst)).await;
+    assert_problem(response, 400, "invalid_query").await;
+}
+
+/// Many learners' states, so that the planner would rather scan the table if no index fit.
+async fn fill_states(app: &TestApp) {
+    let mut admin = app.admin().await;
+    sqlx::query(
+        "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
+           difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
+           last_grade, updated_at) \
+         SELECT 'bulk-' || l, p.id, p.language_code, 1 + (l % 50), 5, \
+           now() - interval '10 days' + (l % 30) * interval '1 day', 3, 2, 1, \
+           now() - interval '40 days', now() - interval '10 days', 3, now() \
+         FROM generate_series(1, 400) AS l CROSS JOIN lingo.phrases p",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE lingo.phrase_states")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_learners_reads_use_an_index_on_the_learner_never_a_scan_of_all_states() {
+    let app = spawn_app().await;
+    fill_states(&app).await;
+    assert!(app.count("phrase_states").await >= 100_000);
+    let mut admin = app.admin().await;
+    sqlx::query("SET search_path = lingo")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let plans = lingo_service::store::phrase_progress::explain_learner_reads(
+        &mut admin,
+        "bulk-7",
+        "es",
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(plans.len(), 5);
+    for plan in plans {
+        assert!(!plan.contains("Seq Scan on phrase_states"), "{plan}");
+        assert!(
+            plan.contains("phrase_states_due_idx")
+                || plan.contains("phrase_states_language_due_idx"),
+            "{plan}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_demo_learner_has_reviews_after_the_seed() {
+    let app = spawn_app().await;
+    let app_url = app.db.url_for("lingo_app");
+    let recorded = lingo_service::seed_demo_sessions(&app_url).await.unwrap();
+    assert!(recorded >= 10, "{recorded}");
+    assert_eq!(
+        lingo_service::seed_demo_sessions(&app_url).await.unwrap(),
+        0,
+        "once"
+    );
+    let demo = token("demo-learner");
+    let reviews = get_json(&app, REVIEWS, &demo).await;
+    assert!(reviews["due_total"].as_i64().unwrap() > 0, "{reviews}");
+    assert!(reviews["count"].as_i64().unwrap() > 0);
+    let progress = get_json(&app, "/v1/lingo/me/progress", &demo).await;
+    assert!(progress["totals"]["phrases_started"].as_i64().unwrap() >= 6);
+    assert!(progress["longest_streak_days"].as_i64().unwrap() >= 2);
+}
