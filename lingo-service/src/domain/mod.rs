@@ -7,6 +7,7 @@ pub mod catalogue;
 pub mod cursor;
 pub mod level;
 pub mod progress;
+pub mod search;
 pub mod streak;
 pub mod study_session;
 pub mod text;

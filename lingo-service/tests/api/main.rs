@@ -4,13 +4,16 @@
 
 mod analytics;
 mod catalogue;
+mod cursors;
 mod grants;
 mod hardening;
 mod health;
 mod helpers;
 mod idempotency;
 mod openapi;
+mod plans;
 mod progress;
 mod recommendations;
+mod search;
 mod seed;
 mod study_sessions;
