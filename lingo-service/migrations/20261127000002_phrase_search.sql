@@ -1,4 +1,4 @@
--- Phrase search (`GET /phrases?q=`, API.md 3.2): a folded search document per phrase, over its
+-- Phrase search (`GET /phrases?q=`, docs/lingo.md "Phrase search"): a folded search document per phrase, over its
 -- own text and over its text with every translation, kept fresh by triggers on the pipeline's
 -- writes, and a GIN index over it. See docs/lingo.md, "Phrase search".
 --

@@ -1,4 +1,4 @@
-//! `GET /phrases?q=`: phrase search (API.md 3.2), on a catalogue the test writes as the pipeline
+//! `GET /phrases?q=`: phrase search (docs/lingo.md, "Phrase search"), on a catalogue the test writes as the pipeline
 //! does, so the search documents are the ones the pipeline's writes keep fresh.
 
 use lingo_service::db::connect_one;
