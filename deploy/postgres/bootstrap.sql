@@ -35,6 +35,13 @@ REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA lingo TO lingo_app, lingo_pipeline;
 GRANT USAGE ON SCHEMA news TO news_app, news_pipeline;
 
+-- Text search helpers of both services' searches (contrib extensions, shipped with PostgreSQL
+-- and its Docker images): creating an extension needs more than a schema owner has, so they are
+-- installed here, once per database, into schema public (every role may use it, none may create
+-- in it). The services' migrations check for them.
+CREATE EXTENSION IF NOT EXISTS unaccent SCHEMA public;
+CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
+
 ALTER ROLE lingo_owner SET search_path = lingo;
 ALTER ROLE lingo_app SET search_path = lingo;
 ALTER ROLE lingo_pipeline SET search_path = lingo;

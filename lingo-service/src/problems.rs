@@ -1,6 +1,6 @@
 //! The catalogue of problem responses the OpenAPI annotations list: one `IntoResponses` type per
 //! error set, named for what it covers, so a handler says `responses((status = 200, ...),
-//! PagingProblems)` instead of repeating the same lines. What every operation can answer (401,
+//! ListProblems)` instead of repeating the same lines. What every operation can answer (401,
 //! 500, 503) is added to all of them by `openapi.rs`.
 
 use std::collections::BTreeMap;
@@ -58,14 +58,29 @@ impl IntoResponses for NotModified {
     }
 }
 
-/// 400 `invalid_query` of an offset-paged list.
-pub struct PagingProblems;
+/// 400 of a list that pages by offset or by cursor.
+pub struct ListProblems;
 
-impl IntoResponses for PagingProblems {
+impl IntoResponses for ListProblems {
+    fn responses() -> Responses {
+        let bad_request = format!(
+            "`invalid_query`: a query parameter (`limit`, `offset`, `q`) is malformed or out of range, or both \
+             `offset` and `cursor` were given; {}, or belongs to another list or to other \
+             filters",
+            of_code(ErrorCode::InvalidCursor)
+        );
+        responses([(400, problem(&bad_request))])
+    }
+}
+
+/// 400 `invalid_query` of a list that takes only a `limit` and filters (no paging).
+pub struct LimitProblems;
+
+impl IntoResponses for LimitProblems {
     fn responses() -> Responses {
         responses([(
             400,
-            problem("`invalid_query`: `limit` or `offset` is not an integer or out of range"),
+            problem("`invalid_query`: `limit` or a filter is malformed or out of range"),
         )])
     }
 }

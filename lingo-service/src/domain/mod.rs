@@ -9,6 +9,7 @@ pub mod fsrs;
 pub mod level;
 pub mod phrase_progress;
 pub mod progress;
+pub mod search;
 pub mod streak;
 pub mod study_session;
 pub mod text;

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use crate::domain::phrase_progress::{MyPhrasesCursor, MyPhrasesFilter, PhraseProgress};
 use crate::error::{ErrorCode, Result};
-use crate::problems::{CursorPagingProblems, PagingProblems};
+use crate::problems::{CursorPagingProblems, LimitProblems};
 use crate::state::AppState;
 use crate::store;
 
@@ -151,7 +151,7 @@ struct MyReviewsQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The phrases due now, longest overdue first, and how many are due in all", body = MyReviews),
-        PagingProblems,
+        LimitProblems,
     )
 )]
 async fn my_reviews(

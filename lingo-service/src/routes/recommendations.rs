@@ -2,14 +2,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use shared_auth::{Page, PageQuery, Query, RequiredCaller};
+use shared_auth::{Query, RequiredCaller};
 use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::domain::catalogue::Recommendation;
+use crate::domain::cursor::{
+    CursorPage, CursorPageQuery, ListCursor, RecommendationsCursor, other_list,
+};
 use crate::error::Result;
-use crate::problems::PagingProblems;
+use crate::problems::ListProblems;
 use crate::state::AppState;
 use crate::store;
 
@@ -17,25 +20,45 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))
 }
 
-/// Phrases the pipeline recommends the caller study next, best first.
+/// Phrases the pipeline recommends the caller study next, best first (highest `score`, ties by
+/// phrase `id`).
+///
+/// `offset` jumps to a page near the start; to walk the whole list, pass each page's
+/// `next_cursor` as `cursor`.
 #[utoipa::path(
     get,
     path = "/me/recommendations",
     operation_id = "lingo_list_my_recommendations",
     tag = "lingo",
-    params(PageQuery),
+    params(CursorPageQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "One page of recommendations, highest `score` first", body = Page<Recommendation>),
-        PagingProblems,
+        (status = 200, description = "One page of recommendations, highest `score` first", body = CursorPage<Recommendation>,
+            links(
+                ("NextPage" = (operation_id = "lingo_list_my_recommendations",
+                    parameters(("cursor" = "$response.body#/next_cursor")))),
+            )),
+        ListProblems,
     )
 )]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    Query(query): Query<PageQuery>,
-) -> Result<Json<Page<Recommendation>>> {
-    let paging = query.paging()?;
-    let rows = store::recommendations::list_for(&db, &caller.sub, paging).await?;
-    Ok(Json(Page::from_rows(rows, paging)))
+    Query(query): Query<CursorPageQuery>,
+) -> Result<Json<CursorPage<Recommendation>>> {
+    let list = query.paging()?;
+    let after = match &list.cursor {
+        None => None,
+        Some(ListCursor::Recommendations(cursor)) => {
+            Some((cursor.score(), cursor.phrase_id.as_str()))
+        }
+        Some(_) => return Err(other_list().into()),
+    };
+    let rows = store::recommendations::list_for(&db, &caller.sub, after, list.paging).await?;
+    Ok(Json(CursorPage::from_rows(rows, &list, |row| {
+        ListCursor::Recommendations(RecommendationsCursor {
+            score_bits: row.score.to_bits(),
+            phrase_id: row.phrase.id.clone(),
+        })
+    })))
 }

@@ -6,18 +6,21 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::Utc;
 use shared_auth::http::path_id::{PathId, created_id};
-use shared_auth::{Page, PageQuery, Query, RequiredCaller};
+use shared_auth::{Query, RequiredCaller};
 use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::domain::cursor::{
+    CursorPage, CursorPageQuery, ListCursor, StudySessionsCursor, other_list,
+};
 use crate::domain::study_session::{
     StudySession, StudySessionCreated, StudySessionInput, studied_at, validate,
 };
 use crate::error::{ErrorCode, Result};
 use crate::idempotency::{Created, idempotent_create, key_from_headers};
-use crate::problems::{CreateStudySessionProblems, PagingProblems, StudySessionProblems};
+use crate::problems::{CreateStudySessionProblems, ListProblems, StudySessionProblems};
 use crate::state::AppState;
 use crate::store;
 
@@ -85,27 +88,46 @@ async fn create(
     .await
 }
 
-/// The caller's study sessions, newest first.
+/// The caller's study sessions, newest first (`created_at`, then `id`, descending).
+///
+/// `offset` jumps to a page near the start; to walk the whole list, pass each page's
+/// `next_cursor` as `cursor` (sessions recorded meanwhile are newer, so they never appear in or
+/// shift the rest of the walk).
 #[utoipa::path(
     get,
     path = "/me/study-sessions",
     operation_id = "lingo_list_my_study_sessions",
     tag = "lingo",
-    params(PageQuery),
+    params(CursorPageQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "One page of the caller's sessions, newest first", body = Page<StudySession>),
-        PagingProblems,
+        (status = 200, description = "One page of the caller's sessions, newest first", body = CursorPage<StudySession>,
+            links(
+                ("NextPage" = (operation_id = "lingo_list_my_study_sessions",
+                    parameters(("cursor" = "$response.body#/next_cursor")))),
+            )),
+        ListProblems,
     )
 )]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
     State(db): State<PgPool>,
-    Query(query): Query<PageQuery>,
-) -> Result<Json<Page<StudySession>>> {
-    let paging = query.paging()?;
-    let sessions = store::study_sessions::list_for(&db, &caller.sub, paging).await?;
-    Ok(Json(Page::from_rows(sessions, paging)))
+    Query(query): Query<CursorPageQuery>,
+) -> Result<Json<CursorPage<StudySession>>> {
+    let list = query.paging()?;
+    let after = match &list.cursor {
+        None => None,
+        // A decoded cursor's time is one PostgreSQL can hold.
+        Some(ListCursor::StudySessions(cursor)) => cursor.created_at().map(|at| (at, cursor.id)),
+        Some(_) => return Err(other_list().into()),
+    };
+    let sessions = store::study_sessions::list_for(&db, &caller.sub, after, list.paging).await?;
+    Ok(Json(CursorPage::from_rows(sessions, &list, |session| {
+        ListCursor::StudySessions(StudySessionsCursor {
+            created_at_micros: session.created_at.timestamp_micros(),
+            id: session.id,
+        })
+    })))
 }
 
 /// One study session of the caller.

@@ -5,6 +5,7 @@ use shared_auth::Paging;
 use sqlx::{PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
+use crate::domain::cursor::SearchRank;
 use crate::domain::text::is_storable;
 use crate::error::Result;
 
@@ -39,33 +40,158 @@ impl From<PhraseItemRow> for PhraseItem {
 }
 
 /// One page (plus one row, see [`Paging::fetch_limit`]) of phrases ordered by `id`, only those
-/// in `language` when given.
+/// in `language` when given, starting after the phrase `after` when given. Each filter has its
+/// own statement so that PostgreSQL plans it against its index (the primary key, or
+/// `(language_code, id)`), even with a generic plan.
 pub async fn list<'e>(
     db: impl PgExecutor<'e>,
     language: Option<&str>,
+    after: Option<&str>,
     paging: Paging,
 ) -> Result<Vec<PhraseItem>> {
     if !language.is_none_or(is_storable) {
         // No language code can contain NUL: like any unknown language, it has no phrases.
         return Ok(Vec::new());
     }
+    // Every id is longer than "" (a CHECK of the table), so "" starts before the first.
+    let after = after.unwrap_or("");
+    let rows = match language {
+        Some(language) => {
+            sqlx::query_as!(
+                PhraseItemRow,
+                r#"SELECT p.id, p.text, p.language_code,
+                     (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
+                       AS "translation_count!",
+                     s.view_count AS "view_count?", s.learner_count AS "learner_count?",
+                     s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
+                   FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+                   WHERE p.language_code = $1 AND p.id > $2
+                   ORDER BY p.id LIMIT $3 OFFSET $4"#,
+                language,
+                after,
+                paging.fetch_limit(),
+                paging.offset,
+            )
+            .fetch_all(db)
+            .await?
+        }
+        None => {
+            sqlx::query_as!(
+                PhraseItemRow,
+                r#"SELECT p.id, p.text, p.language_code,
+                     (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
+                       AS "translation_count!",
+                     s.view_count AS "view_count?", s.learner_count AS "learner_count?",
+                     s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
+                   FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+                   WHERE p.id > $1
+                   ORDER BY p.id LIMIT $2 OFFSET $3"#,
+                after,
+                paging.fetch_limit(),
+                paging.offset,
+            )
+            .fetch_all(db)
+            .await?
+        }
+    };
+    Ok(rows.into_iter().map(PhraseItem::from).collect())
+}
+
+/// A search match with its rank.
+struct SearchRow {
+    id: String,
+    text: String,
+    language_code: String,
+    translation_count: i64,
+    view_count: Option<i64>,
+    learner_count: Option<i64>,
+    accuracy: Option<f64>,
+    has_stats: bool,
+    tier: i32,
+    text_length: i32,
+}
+
+impl From<SearchRow> for (PhraseItem, SearchRank) {
+    fn from(row: SearchRow) -> Self {
+        let rank = SearchRank {
+            tier: row.tier,
+            text_length: row.text_length,
+        };
+        let item = PhraseItem::from(PhraseItemRow {
+            id: row.id,
+            text: row.text,
+            language_code: row.language_code,
+            translation_count: row.translation_count,
+            view_count: row.view_count,
+            learner_count: row.learner_count,
+            accuracy: row.accuracy,
+            has_stats: row.has_stats,
+        });
+        (item, rank)
+    }
+}
+
+/// One page (plus one row) of the phrases matching the search `text` (trimmed, 1..=100
+/// characters), best first (see [`SearchRank`]), only those in `language` when given, starting
+/// after `after` when given. The matches come from the GIN index of `phrase_search`, are ranked
+/// and cut to the page there (no other table is read for them), and only the page's rows are
+/// joined to the catalogue. The search's two `tsquery`s are computed once per statement (the
+/// scalar subqueries), not once per row.
+pub async fn search<'e>(
+    db: impl PgExecutor<'e>,
+    text: &str,
+    language: Option<&str>,
+    after: Option<(SearchRank, &str)>,
+    paging: Paging,
+) -> Result<Vec<(PhraseItem, SearchRank)>> {
+    if !language.is_none_or(is_storable) {
+        return Ok(Vec::new());
+    }
+    // Before every rank: tiers and lengths are never negative.
+    let (rank, after_id) = after.unwrap_or((
+        SearchRank {
+            tier: -1,
+            text_length: -1,
+        },
+        "",
+    ));
     let rows = sqlx::query_as!(
-        PhraseItemRow,
+        SearchRow,
         r#"SELECT p.id, p.text, p.language_code,
              (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
                AS "translation_count!",
              s.view_count AS "view_count?", s.learner_count AS "learner_count?",
-             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
-           FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-           WHERE ($1::text IS NULL OR p.language_code = $1)
-           ORDER BY p.id LIMIT $2 OFFSET $3"#,
+             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
+             page.tier AS "tier!", page.text_length AS "text_length!"
+           FROM (
+             SELECT m.phrase_id, m.tier, m.text_length FROM (
+               SELECT ps.phrase_id, ps.text_length,
+                 CASE WHEN ps.own @@ (SELECT search_query($1, false)) THEN 0
+                      WHEN ps.own @@ (SELECT search_query($1, true)) THEN 1
+                      WHEN ps.everything @@ (SELECT search_query($1, false)) THEN 2
+                      ELSE 3 END AS tier
+               FROM phrase_search ps
+               WHERE ps.everything @@ (SELECT search_query($1, true))
+                 AND ($2::text IS NULL OR ps.language_code = $2)
+             ) m
+             WHERE (m.tier, m.text_length, m.phrase_id) > ($3::int4, $4::int4, $5::text)
+             ORDER BY m.tier, m.text_length, m.phrase_id
+             LIMIT $6 OFFSET $7
+           ) page
+           JOIN phrases p ON p.id = page.phrase_id
+           LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+           ORDER BY page.tier, page.text_length, page.phrase_id"#,
+        text,
         language,
+        rank.tier,
+        rank.text_length,
+        after_id,
         paging.fetch_limit(),
         paging.offset,
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(PhraseItem::from).collect())
+    Ok(rows.into_iter().map(Into::into).collect())
 }
 
 /// The phrase `id` with every translation, ordered by `language_code`; `None` when there is no

@@ -41,12 +41,18 @@ impl From<RecommendationRow> for Recommendation {
     }
 }
 
-/// One page (plus one row) of `learner_id`'s recommendations, best first.
+/// One page (plus one row) of `learner_id`'s recommendations, best first (`score` descending,
+/// then `phrase_id`), starting after `after` (a score and a phrase id) when given. The index
+/// `(learner_id, score DESC, phrase_id)` is read from that score on: only rows of exactly that
+/// score and an earlier phrase id are read and skipped. Without `after` the bound is NaN, which
+/// PostgreSQL orders above every other score.
 pub async fn list_for<'e>(
     db: impl PgExecutor<'e>,
     learner_id: &str,
+    after: Option<(f64, &str)>,
     paging: Paging,
 ) -> Result<Vec<Recommendation>> {
+    let (score, after_id) = after.unwrap_or((f64::NAN, ""));
     let rows = sqlx::query_as!(
         RecommendationRow,
         r#"SELECT p.id, p.text, p.language_code,
@@ -58,9 +64,12 @@ pub async fn list_for<'e>(
            FROM phrase_recommendations r
            JOIN phrases p ON p.id = r.phrase_id
            LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-           WHERE r.learner_id = $1
-           ORDER BY r.score DESC, r.phrase_id LIMIT $2 OFFSET $3"#,
+           WHERE r.learner_id = $1 AND r.score <= $2
+             AND (r.score < $2 OR r.phrase_id > $3)
+           ORDER BY r.score DESC, r.phrase_id LIMIT $4 OFFSET $5"#,
         learner_id,
+        score,
+        after_id,
         paging.fetch_limit(),
         paging.offset,
     )

@@ -110,10 +110,13 @@ pub async fn record(
     Ok(StudySessionCreated::new(session, total_xp))
 }
 
-/// One page (plus one row) of `learner_id`'s sessions, newest first.
+/// One page (plus one row) of `learner_id`'s sessions, newest first (`created_at`, then `id`,
+/// descending), starting after the session `after` (its `created_at` and `id`) when given: a
+/// range of the `(learner_id, created_at DESC, id DESC)` index.
 pub async fn list_for<'e>(
     db: impl PgExecutor<'e>,
     learner_id: &str,
+    after: Option<(DateTime<Utc>, Uuid)>,
     paging: Paging,
 ) -> Result<Vec<StudySession>> {
     let sessions = sqlx::query_as!(
@@ -121,8 +124,12 @@ pub async fn list_for<'e>(
         "SELECT id, language_code, duration_seconds, phrases_seen, phrases_correct, xp_awarded, \
            created_at, studied_at, answer_count \
          FROM study_sessions WHERE learner_id = $1 \
-         ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3",
+           AND (created_at, id) < (coalesce($2::timestamptz, 'infinity'), \
+             coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')) \
+         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
         learner_id,
+        after.map(|(created_at, _)| created_at),
+        after.map(|(_, id)| id),
         paging.fetch_limit(),
         paging.offset,
     )

@@ -51,7 +51,14 @@ async fn phrases_page_with_stats_and_filters() {
         .unwrap();
     assert_eq!(
         keys(&body),
-        key_set(&["data", "count", "limit", "offset", "next_offset"])
+        key_set(&[
+            "data",
+            "count",
+            "limit",
+            "offset",
+            "next_offset",
+            "next_cursor"
+        ])
     );
     assert_eq!(body["count"], 20);
     assert_eq!(body["limit"], 20);

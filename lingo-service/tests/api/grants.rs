@@ -5,7 +5,7 @@ use sqlx::PgConnection;
 
 use crate::helpers::spawn_app;
 
-const READ_ONLY_TABLES: [&str; 7] = [
+const READ_ONLY_TABLES: [&str; 8] = [
     "languages",
     "phrases",
     "phrase_translations",
@@ -13,6 +13,7 @@ const READ_ONLY_TABLES: [&str; 7] = [
     "phrase_engagement",
     "phrase_recommendations",
     "phrase_stats_cache",
+    "phrase_search",
 ];
 
 async fn sqlstate(connection: &mut PgConnection, sql: &str) -> Option<String> {
@@ -95,6 +96,7 @@ fn first_column(table: &str) -> &'static str {
         "phrase_views" => "viewed_at",
         "phrase_engagement" => "attempts",
         "phrase_recommendations" => "score",
+        "phrase_search" => "own",
         _ => "view_count",
     }
 }

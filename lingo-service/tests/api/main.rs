@@ -4,6 +4,7 @@
 
 mod analytics;
 mod catalogue;
+mod cursors;
 mod grants;
 mod hardening;
 mod health;
@@ -11,7 +12,9 @@ mod helpers;
 mod idempotency;
 mod openapi;
 mod phrase_progress;
+mod plans;
 mod progress;
 mod recommendations;
+mod search;
 mod seed;
 mod study_sessions;

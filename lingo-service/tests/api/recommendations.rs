@@ -17,7 +17,14 @@ async fn the_demo_learner_gets_paged_recommendations_best_first() {
         .unwrap();
     assert_eq!(
         keys(&body),
-        key_set(&["data", "count", "limit", "offset", "next_offset"])
+        key_set(&[
+            "data",
+            "count",
+            "limit",
+            "offset",
+            "next_offset",
+            "next_cursor"
+        ])
     );
     assert_eq!(
         (body["count"].as_i64(), body["next_offset"].as_i64()),

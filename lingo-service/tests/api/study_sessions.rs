@@ -125,7 +125,14 @@ async fn the_list_is_the_callers_newest_first_and_paged() {
         .unwrap();
     assert_eq!(
         keys(&body),
-        key_set(&["data", "count", "limit", "offset", "next_offset"])
+        key_set(&[
+            "data",
+            "count",
+            "limit",
+            "offset",
+            "next_offset",
+            "next_cursor"
+        ])
     );
     assert_eq!(
         (body["count"].as_i64(), body["next_offset"].as_i64()),

@@ -1,0 +1,259 @@
+//! `GET /phrases?q=`: phrase search (docs/lingo.md, "Phrase search"), on a catalogue the test writes as the pipeline
+//! does, so the search documents are the ones the pipeline's writes keep fresh.
+
+use lingo_service::db::connect_one;
+use serde_json::Value;
+use sqlx::PgConnection;
+
+use crate::helpers::{TestApp, assert_problem, key_set, keys, spawn_app_unseeded};
+
+/// A connection as the upstream pipeline, the only writer of the catalogue.
+pub async fn pipeline(app: &TestApp) -> PgConnection {
+    connect_one(&app.db.url_for("lingo_pipeline"))
+        .await
+        .expect("pipeline connection")
+}
+
+pub async fn add_languages(db: &mut PgConnection) {
+    sqlx::raw_sql(
+        "INSERT INTO languages (code, name) VALUES \
+         ('es', 'Spanish'), ('en', 'English'), ('de', 'German')",
+    )
+    .execute(db)
+    .await
+    .unwrap();
+}
+
+/// A phrase and its translations `(language, text)`.
+pub async fn add_phrase(
+    db: &mut PgConnection,
+    id: &str,
+    language: &str,
+    text: &str,
+    translations: &[(&str, &str)],
+) {
+    sqlx::query("INSERT INTO phrases (id, text, language_code) VALUES ($1, $2, $3)")
+        .bind(id)
+        .bind(text)
+        .bind(language)
+        .execute(&mut *db)
+        .await
+        .unwrap();
+    for (language, text) in translations {
+        sqlx::query(
+            "INSERT INTO phrase_translations (phrase_id, language_code, text) VALUES ($1, $2, $3)",
+        )
+        .bind(id)
+        .bind(language)
+        .bind(text)
+        .execute(&mut *db)
+        .await
+        .unwrap();
+    }
+}
+
+/// The ids of the first page (limit 100) of a search.
+async fn found(app: &TestApp, query: &str) -> Vec<String> {
+    let response = app
+        .get(&format!("/v1/lingo/phrases?limit=100&{query}"), None)
+        .await;
+    assert_eq!(response.status(), 200, "{query}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["next_offset"], Value::Null, "{query}: one page");
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|phrase| phrase["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn small_catalogue() -> TestApp {
+    let app = spawn_app_unseeded().await;
+    let mut db = pipeline(&app).await;
+    add_languages(&mut db).await;
+    let where_station = [
+        ("en", "Where is the station?"),
+        ("de", "Wo ist der Bahnhof?"),
+    ];
+    add_phrase(
+        &mut db,
+        "es-1",
+        "es",
+        "¿Dónde está la estación?",
+        &where_station,
+    )
+    .await;
+    add_phrase(&mut db, "es-2", "es", "Está bien", &[("en", "It is fine")]).await;
+    let closed = [("en", "The station is closed")];
+    add_phrase(&mut db, "es-3", "es", "La estación está cerrada", &closed).await;
+    let morning = [("en", "Good morning"), ("de", "Guten Morgen")];
+    add_phrase(&mut db, "es-4", "es", "Buenos días", &morning).await;
+    let bathroom = [("es", "¿Dónde está el baño?")];
+    add_phrase(&mut db, "en-1", "en", "Where is the bathroom?", &bathroom).await;
+    add_phrase(&mut db, "de-1", "de", "STRASSE", &[("en", "Street")]).await;
+    add_phrase(&mut db, "de-2", "de", "Straße zum Bahnhof", &[]).await;
+    app
+}
+
+#[tokio::test]
+async fn search_ignores_case_and_accents_needs_every_word_and_types_ahead() {
+    let app = small_catalogue().await;
+    let cases: [(&str, &[&str]); 16] = [
+        // Accents and case, both ways round.
+        ("q=donde esta", &["es-1", "en-1"]),
+        ("q=DÓNDE  ESTÁ", &["es-1", "en-1"]),
+        ("q=%C2%BFd%C3%B3nde%20est%C3%A1%3F", &["es-1", "en-1"]),
+        ("q=ESTACIÓN", &["es-1", "es-3"]),
+        ("q=straße", &["de-1", "de-2"]),
+        // Every word must match; the last one also as a prefix, the others only whole.
+        ("q=donde xyz", &[]),
+        ("q=estac", &["es-1", "es-3"]),
+        ("q=est bien", &[]),
+        ("q=bien est", &["es-2"]),
+        ("q=  buenos   d  ", &["es-4"]),
+        // Translations match too, and words may come from the text and a translation.
+        ("q=station", &["es-1", "es-3"]),
+        ("q=bahnhof", &["de-2", "es-1"]),
+        ("q=donde bahnhof", &["es-1"]),
+        ("q=good morn", &["es-4"]),
+        // A `q` with no word in it matches nothing.
+        ("q=%C2%BF%3F!", &[]),
+        ("q=-", &[]),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(found(&app, query).await, expected, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn best_match_first_and_language_still_filters() {
+    let app = small_catalogue().await;
+    // Whole words of the phrase's own text first, shorter texts first (then by id), then a
+    // match through a translation.
+    assert_eq!(
+        found(&app, "q=esta").await,
+        ["es-2", "es-1", "es-3", "en-1"]
+    );
+    // "bahnhof" is a whole word of de-2's text, and only of es-1's translation.
+    assert_eq!(found(&app, "q=bahnhof").await, ["de-2", "es-1"]);
+    // A whole word of the text before a prefix of the text before a translation.
+    let mut db = pipeline(&app).await;
+    add_phrase(&mut db, "es-5", "es", "La estacionalidad", &[]).await;
+    add_phrase(&mut db, "es-6", "es", "Hola", &[("en", "Estación hello")]).await;
+    assert_eq!(
+        found(&app, "q=estacion").await,
+        ["es-1", "es-3", "es-5", "es-6"],
+        "es-5 only by prefix, es-6 only through its translation"
+    );
+    assert_eq!(found(&app, "q=la estacion").await, ["es-1", "es-3", "es-5"]);
+
+    assert_eq!(found(&app, "q=esta&language=en").await, ["en-1"]);
+    assert_eq!(
+        found(&app, "q=esta&language=de").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found(&app, "q=esta&language=xx").await,
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn the_search_follows_the_pipelines_writes() {
+    let app = small_catalogue().await;
+    let mut db = pipeline(&app).await;
+    assert_eq!(found(&app, "q=fahrkarte").await, Vec::<String>::new());
+    sqlx::raw_sql(
+        "INSERT INTO phrase_translations (phrase_id, language_code, text) \
+         VALUES ('es-2', 'de', 'Eine Fahrkarte, bitte')",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(found(&app, "q=fahrkarte").await, ["es-2"]);
+    sqlx::raw_sql("UPDATE phrase_translations SET phrase_id = 'es-3' WHERE text LIKE 'Eine%'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&app, "q=fahrkarte").await, ["es-3"]);
+    sqlx::raw_sql("DELETE FROM phrase_translations WHERE text LIKE 'Eine%'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&app, "q=fahrkarte").await, Vec::<String>::new());
+    sqlx::raw_sql("UPDATE phrases SET text = 'Todo bien', language_code = 'de' WHERE id = 'es-2'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&app, "q=todo").await, ["es-2"]);
+    assert_eq!(found(&app, "q=todo&language=de").await, ["es-2"]);
+    assert_eq!(
+        found(&app, "q=todo&language=es").await,
+        Vec::<String>::new()
+    );
+    sqlx::raw_sql("DELETE FROM phrases WHERE id = 'es-2'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&app, "q=todo").await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_search_answers_a_page_and_refuses_an_empty_or_long_q() {
+    let app = small_catalogue().await;
+    let response = app.get("/v1/lingo/phrases?q=esta&limit=2", None).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        keys(&body),
+        key_set(&[
+            "data",
+            "count",
+            "limit",
+            "offset",
+            "next_offset",
+            "next_cursor"
+        ])
+    );
+    assert_eq!(
+        (body["count"].as_i64(), body["next_offset"].as_i64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(
+        keys(&body["data"][0]),
+        key_set(&["id", "text", "language_code", "translation_count", "stats"])
+    );
+    assert_eq!(body["data"][0]["text"], "Está bien");
+    assert_eq!(body["data"][0]["translation_count"], 1);
+    let second: Value = app
+        .get("/v1/lingo/phrases?q=esta&limit=2&offset=2", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = second["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["es-3", "en-1"]);
+    assert_eq!(second["next_offset"], Value::Null);
+
+    let hundred = "é".repeat(100);
+    assert_eq!(
+        found(&app, &format!("q=%20{hundred}%20")).await,
+        Vec::<String>::new()
+    );
+    for query in [
+        "q=",
+        "q=%20%20",
+        "q=%09%0A",
+        &format!("q={hundred}e"),
+        "q=a%00b",
+    ] {
+        let response = app.get(&format!("/v1/lingo/phrases?{query}"), None).await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+}
