@@ -41,3 +41,9 @@ ALTER ROLE lingo_pipeline SET search_path = lingo;
 ALTER ROLE news_owner SET search_path = news;
 ALTER ROLE news_app SET search_path = news;
 ALTER ROLE news_pipeline SET search_path = news;
+
+-- Contrib extensions the services' migrations use (only a superuser may create them), in schema
+-- public so that either service can use them, qualified: news search folds accents with
+-- public.unaccent and suggests respellings with pg_trgm (news-service migration `search`).
+CREATE EXTENSION IF NOT EXISTS unaccent SCHEMA public;
+CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
