@@ -129,7 +129,7 @@ pub fn endpoint_at(path: &str) -> Option<Endpoint> {
         ["lingo", "phrases", _] => "GET,HEAD",
         [
             "news",
-            "articles" | "journalists" | "organizations" | "openapi.json",
+            "articles" | "journalists" | "organizations" | "search" | "openapi.json",
         ] => "GET,HEAD",
         ["news", "articles", _] | ["news", "articles", _, "comments"] => "GET,HEAD",
         ["news", "comments", _] => "GET,HEAD",
@@ -192,6 +192,7 @@ mod tests {
                 Some(Scoped(ANALYTICS_SCOPE)),
             ),
             (Method::GET, "/v1/news/articles", Some(Optional)),
+            (Method::GET, "/v1/news/search", Some(Optional)),
             (Method::GET, "/v1/news/articles/a1", Some(Optional)),
             (Method::GET, "/v1/news/articles/a1/comments", Some(Optional)),
             (Method::POST, "/v1/news/articles/a1/like", Some(Required)),

@@ -1,4 +1,4 @@
--- Full-text search over articles (API.md section 4.1, DESIGN.md "Search"; docs/news.md "Search").
+-- Full-text search over articles (docs/news.md, "GET /v1/news/search").
 --
 -- language      curated ISO 639-1 code the pipeline sets (default 'en'); it picks the text search
 --               configuration an article is indexed and searched with.

@@ -1,4 +1,4 @@
-//! Search rules (API.md 4.1): what a query may be, which of its words a highlight may mark, the
+//! Search rules (docs/news.md, "GET /v1/news/search"): what a query may be, which of its words a highlight may mark, the
 //! relevance order and its bounded window, the keyset cursor that keeps `q`, filters and sort,
 //! and the words a suggestion respells. Pure functions; the SQL is in `store::search`.
 

@@ -1,4 +1,4 @@
-//! Search (API.md 4.1): full-text search over the articles, ranked or newest first, cursor
+//! Search (docs/news.md, "GET /v1/news/search"): full-text search over the articles, ranked or newest first, cursor
 //! paging only.
 
 use axum::extract::State;

@@ -1,4 +1,4 @@
-//! Search (API.md 4.1): the query in each article language's configuration, the matching rows
+//! Search (docs/news.md, "GET /v1/news/search"): the query in each article language's configuration, the matching rows
 //! in list order, their highlights, and respellings for a query that matched nothing. The
 //! migration `search` explains the columns, configurations and word list this reads.
 //!

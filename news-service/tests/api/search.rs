@@ -1,4 +1,4 @@
-//! `GET /v1/news/search` (API.md 4.1): matching per language, ranking, filters, cursor paging,
+//! `GET /v1/news/search` (docs/news.md, "GET /v1/news/search"): matching per language, ranking, filters, cursor paging,
 //! highlights, suggestions, caching, and the plans PostgreSQL picks.
 
 use std::borrow::Cow;
