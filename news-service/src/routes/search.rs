@@ -32,7 +32,7 @@ struct SearchQuery {
     #[param(
         min_length = 1,
         max_length = 200,
-        pattern = r"^[^\x00]*[^\s\x00][^\x00]*$"
+        pattern = r"^[^\x00]*[^\s\x00\x85][^\x00]*$"
     )]
     q: String,
     /// Only articles of this organisation (an unknown id gives an empty page).

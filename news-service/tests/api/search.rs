@@ -637,3 +637,39 @@ async fn the_document_describes_the_search() {
     let hit = &document["components"]["schemas"]["SearchHit"];
     assert!(hit.is_object(), "SearchHit is a named schema");
 }
+
+#[tokio::test]
+async fn the_import_sets_the_language() {
+    let app = spawn_search().await;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let article = |id: &str, title: &str, language: Option<&str>| {
+        let mut line = serde_json::json!({"type": "article", "id": id, "title": title,
+            "summary": "", "body": "", "url": "u", "published_at": "2026-04-01T00:00:00Z",
+            "organization_id": "org-a", "journalist_id": "jrn-1"});
+        if let Some(language) = language {
+            line["language"] = language.into();
+        }
+        line.to_string()
+    };
+    let lines = [
+        article("imp-es", "Nuevas elecciones en el puerto", Some("es")),
+        article("imp-en", "Harbour elections next year", None),
+        article("imp-bad", "Elecciones", Some("spanish")),
+    ];
+    std::io::Write::write_all(&mut file, lines.join("\n").as_bytes()).unwrap();
+    let summary = news_service::import(&app.db.url_for("news_pipeline"), file.path(), false)
+        .await
+        .unwrap();
+    assert_eq!(summary.articles.inserted, 2);
+    assert_eq!(summary.bad_lines.len(), 1);
+    assert_eq!(summary.bad_lines[0].line, 3);
+    assert!(
+        summary.bad_lines[0].reason.contains("language"),
+        "{:?}",
+        summary.bad_lines
+    );
+    // Stemmed as Spanish: `elección` finds it; as English, `election` finds the other.
+    let spanish = found(&app, "elección").await;
+    assert!(spanish.contains(&"imp-es".to_owned()) && !spanish.contains(&"imp-en".to_owned()));
+    assert!(found(&app, "election").await.contains(&"imp-en".to_owned()));
+}
