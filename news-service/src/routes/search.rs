@@ -29,10 +29,12 @@ struct SearchQuery {
     /// What to look for, 1 to 200 characters after trimming, in web-search syntax: every word
     /// must match, `"quoted words"` match as a phrase, `OR` between words, `-word` excludes.
     /// Stemmed per article language, case- and accent-insensitive.
+    // The pattern is the one of a comment's text: its middle class is exactly what `str::trim`
+    // removes plus U+0000 (a test holds the two equal).
     #[param(
         min_length = 1,
         max_length = 200,
-        pattern = r"^[^\x00]*[^\s\x00\x85][^\x00]*$"
+        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000][^\u0000]*$"
     )]
     q: String,
     /// Only articles of this organisation (an unknown id gives an empty page).

@@ -620,6 +620,9 @@ async fn the_document_describes_the_search() {
     assert_eq!(q["required"], true);
     assert_eq!(q["schema"]["minLength"], 1);
     assert_eq!(q["schema"]["maxLength"], 200);
+    // What the server trims, as for a comment's text (whose pattern a unit test checks).
+    let text = &document["components"]["schemas"]["CommentInput"]["properties"]["text"];
+    assert_eq!(q["schema"]["pattern"], text["pattern"]);
     assert_eq!(
         parameter("sort")["schema"]["enum"],
         serde_json::json!(["relevance", "newest"])
