@@ -73,7 +73,11 @@ for crate in "${crates[@]}"; do
   package=$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$crate/Cargo.toml" | head -n 1)
   echo "check-sqlx: $package (schema $schema)"
   for migration in "$crate"/migrations/*.sql; do
-    "$PSQL" -X -q -v ON_ERROR_STOP=1 -1 "$(url "${schema}_owner")" -f "$migration" >/dev/null \
+    # One transaction per file, as sqlx runs it, except for files sqlx runs without one (those
+    # starting "-- no-transaction": CREATE INDEX CONCURRENTLY, batches that COMMIT).
+    single=(-1)
+    head -n 1 "$migration" | grep -q '^-- no-transaction' && single=()
+    "$PSQL" -X -q -v ON_ERROR_STOP=1 "${single[@]}" "$(url "${schema}_owner")" -f "$migration" >/dev/null \
       || die "migration $migration failed"
   done
 

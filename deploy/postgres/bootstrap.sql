@@ -38,7 +38,7 @@ GRANT USAGE ON SCHEMA news TO news_app, news_pipeline;
 -- Text search helpers of both services' searches (contrib extensions, shipped with PostgreSQL
 -- and its Docker images): creating an extension needs more than a schema owner has, so they are
 -- installed here, once per database, into schema public (every role may use it, none may create
--- in it). The services' migrations check for them.
+-- in it). The services' migrations check for them and use them qualified (public.unaccent).
 CREATE EXTENSION IF NOT EXISTS unaccent SCHEMA public;
 CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
 

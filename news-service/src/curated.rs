@@ -31,6 +31,14 @@ pub struct ArticleRecord {
     pub published_at: DateTime<Utc>,
     pub organization_id: String,
     pub journalist_id: String,
+    /// ISO 639-1 code of the article's language (two lowercase letters): search stems the
+    /// article with it. Optional in an import file; `en` when left out.
+    #[serde(default = "default_language")]
+    pub language: String,
+}
+
+fn default_language() -> String {
+    "en".to_owned()
 }
 
 /// One line of an import file: `{"type": "organization" | "journalist" | "article", ...fields}`.
@@ -86,6 +94,9 @@ impl Record {
             Self::Article(a) => {
                 id("id", &a.id)?;
                 present("title", &a.title)?;
+                if !(a.language.len() == 2 && a.language.bytes().all(|b| b.is_ascii_lowercase())) {
+                    return Err("language must be an ISO 639-1 code (two lowercase letters)".into());
+                }
                 id("organization_id", &a.organization_id)?;
                 id("journalist_id", &a.journalist_id)
             }
@@ -141,12 +152,23 @@ mod tests {
         assert_eq!(org.kind(), Kind::Organization);
         let article = r#"{"type":"article","id":"a1","title":"T","summary":"S","body":"B","url":"u",
             "published_at":"2026-01-02T03:04:05Z","organization_id":"o1","journalist_id":"j1"}"#;
-        assert_eq!(
-            serde_json::from_str::<Record>(article)
-                .map(|r| r.kind())
-                .ok(),
-            Some(Kind::Article)
-        );
+        match serde_json::from_str::<Record>(article) {
+            Ok(Record::Article(a)) => assert_eq!(a.language, "en", "the default language"),
+            other => panic!("{other:?}"),
+        }
+        let spanish = article.replace(r#""j1"}"#, r#""j1","language":"es"}"#);
+        match serde_json::from_str::<Record>(&spanish) {
+            Ok(record @ Record::Article(_)) => assert_eq!(record.validate(), Ok(())),
+            other => panic!("{other:?}"),
+        }
+        let bad = Record::Article(ArticleRecord {
+            language: "EN".into(),
+            ..match serde_json::from_str::<Record>(article) {
+                Ok(Record::Article(a)) => a,
+                other => panic!("{other:?}"),
+            }
+        });
+        assert!(bad.validate().is_err());
         for bad in [
             r#"{"type":"organization","id":"o1","name":"N","url":"u","extra":1}"#,
             r#"{"type":"podcast","id":"p1"}"#,

@@ -71,6 +71,11 @@ problem_answers! {
     BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
         both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
         belongs to another list or other filters.";
+    BadSearchQuery => "400", "`invalid_query`: `q` is missing, empty or over 200 characters \
+        after trimming, `published_after` or `published_before` is not an RFC 3339 date-time, \
+        `limit` or `sort` is out of range, or `offset` was given (search pages by cursor only). \
+        `invalid_cursor`: the cursor does not decode, or belongs to another list or another \
+        search (other `q`, filters or sort).";
     BadCommentRequest => "400", "`malformed_json`: the body is empty or not JSON. \
         `invalid_idempotency_key`: `Idempotency-Key` is not one value of 1..=255 visible ASCII \
         characters.";
@@ -135,6 +140,8 @@ macro_rules! answer_sets {
 answer_sets! {
     /// A cacheable article list (offset or cursor paging).
     ArticleListAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    /// A cacheable page of search matches (cursor paging only).
+    SearchAnswers = [NotModified, BadSearchQuery, Unauthorized, Internal, Unavailable];
     /// One cacheable article.
     ArticleAnswers = [NotModified, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// A cacheable page of an article's comments.

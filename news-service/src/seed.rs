@@ -159,6 +159,77 @@ const TEMPLATES: [&str; 20] = [
     "Live updates: {place} responds to {topic} decision",
 ];
 
+/// Every fifth article is in Spanish (`language` `es`), so that stemming shows in both
+/// languages on a fresh stack: `elecciones` finds `elección`. Same lengths as the English
+/// lists, so an article draws the same random numbers in either language.
+const SPANISH_EVERY: u64 = 5;
+const PLACES_ES: [&str; 16] = [
+    "Harbor City",
+    "Riverside",
+    "la capital",
+    "Lakeside",
+    "el valle del norte",
+    "Port Ellis",
+    "Brookfield",
+    "la costa",
+    "Eastgate",
+    "Millbrook",
+    "el casco antiguo",
+    "Westmoor",
+    "Cedar Falls",
+    "Kingsport",
+    "las afueras",
+    "Ashford",
+];
+const TOPICS_ES: [&str; 24] = [
+    "la vivienda",
+    "el transporte público",
+    "la energía renovable",
+    "las tarifas del agua",
+    "la financiación escolar",
+    "las listas de espera del hospital",
+    "el acceso a internet",
+    "el presupuesto municipal",
+    "la calidad del aire",
+    "el turismo",
+    "los préstamos a pequeñas empresas",
+    "los autobuses eléctricos",
+    "las defensas contra inundaciones",
+    "el control de alquileres",
+    "el deporte juvenil",
+    "las elecciones municipales",
+    "la inteligencia artificial",
+    "las ayudas agrícolas",
+    "los carriles bici",
+    "la reforma fiscal",
+    "el teletrabajo",
+    "la privacidad de los datos",
+    "los precios de los alimentos",
+    "el mercado laboral",
+];
+const TEMPLATES_ES: [&str; 20] = [
+    "El ayuntamiento de {place} aprueba un plan para {topic}",
+    "Cómo {topic} está cambiando la vida en {place}",
+    "{n} claves sobre las nuevas normas de {topic}",
+    "La carrera para resolver {topic} en {place}",
+    "Los vecinos de {place}, divididos sobre {topic}",
+    "Opinión: {place} no puede ignorar {topic}",
+    "Qué significa la votación sobre {topic} para {place}",
+    "Investigadores de {place} avanzan en {topic}",
+    "{topic_cap}: los costes suben por {n}º mes consecutivo",
+    "La alcaldesa de {place} promete actuar sobre {topic}",
+    "Explicación: el debate sobre {topic}, en {n} gráficos",
+    "Los comercios de {place} opinan sobre {topic}",
+    "Un informe sitúa {topic} en el centro de la agenda de {place}",
+    "Por qué {topic} importa más que nunca",
+    "Los colegios de {place} se preparan para cambios en {topic}",
+    "Críticas al coste de la apuesta de {place} por {topic}",
+    "Las personas detrás del giro de {place} en {topic}",
+    "Cinco años después, {topic} sigue dividiendo a {place}",
+    "Análisis: {topic} y el camino de {place}",
+    "Última hora: {place} responde a la decisión sobre {topic}",
+];
+
 fn capitalise(text: &str) -> String {
     let mut chars = text.chars();
     chars
@@ -211,10 +282,16 @@ fn window_end() -> DateTime<Utc> {
 pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
     let mut rng = StdRng::seed_from_u64(SEED ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let journalist = &journalists[rng.gen_range(0..journalists.len())];
-    let place = PLACES[rng.gen_range(0..PLACES.len())];
-    let topic = TOPICS[rng.gen_range(0..TOPICS.len())];
+    let spanish = n.is_multiple_of(SPANISH_EVERY);
+    let (places, topics, templates) = if spanish {
+        (&PLACES_ES, &TOPICS_ES, &TEMPLATES_ES)
+    } else {
+        (&PLACES, &TOPICS, &TEMPLATES)
+    };
+    let place = places[rng.gen_range(0..places.len())];
+    let topic = topics[rng.gen_range(0..topics.len())];
     let number = rng.gen_range(3..=12).to_string();
-    let title = TEMPLATES[rng.gen_range(0..TEMPLATES.len())]
+    let title = templates[rng.gen_range(0..templates.len())]
         .replace("{place}", place)
         .replace("{topic_cap}", &capitalise(topic))
         .replace("{topic}", topic)
@@ -224,16 +301,11 @@ pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
     let minutes = rng.gen_range(0..2 * 365 * 24 * 60);
     let published_at = window_end() - Duration::minutes(minutes);
     let id = format!("art-{n:06}");
-    let summary = format!(
-        "{} reports on {topic} in {place}: what changed, who is affected, and what comes next.",
-        journalist.name
-    );
-    let body = format!(
-        "{summary}\n\nOfficials in {place} said on Tuesday that decisions on {topic} would be taken \
-         within weeks. Residents interviewed for this story described the issue as the one that \
-         shapes their daily lives most.\n\nExperts cautioned that the numbers are still moving and \
-         that {number} separate proposals are on the table. This story will be updated."
-    );
+    let (summary, body) = if spanish {
+        spanish_text(&journalist.name, topic, place, &number)
+    } else {
+        english_text(&journalist.name, topic, place, &number)
+    };
     ArticleRecord {
         url: format!("https://news.example/articles/{id}"),
         id,
@@ -243,7 +315,34 @@ pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
         published_at,
         organization_id: journalist.organization_id.clone(),
         journalist_id: journalist.id.clone(),
+        language: if spanish { "es" } else { "en" }.to_owned(),
     }
+}
+
+fn english_text(journalist: &str, topic: &str, place: &str, number: &str) -> (String, String) {
+    let summary = format!(
+        "{journalist} reports on {topic} in {place}: what changed, who is affected, and what comes next."
+    );
+    let body = format!(
+        "{summary}\n\nOfficials in {place} said on Tuesday that decisions on {topic} would be taken \
+         within weeks. Residents interviewed for this story described the issue as the one that \
+         shapes their daily lives most.\n\nExperts cautioned that the numbers are still moving and \
+         that {number} separate proposals are on the table. This story will be updated."
+    );
+    (summary, body)
+}
+
+fn spanish_text(journalist: &str, topic: &str, place: &str, number: &str) -> (String, String) {
+    let summary = format!(
+        "{journalist} informa sobre {topic} en {place}: qué cambió, a quién afecta y qué viene después."
+    );
+    let body = format!(
+        "{summary}\n\nLas autoridades de {place} dijeron el martes que las decisiones sobre {topic} \
+         se tomarán en las próximas semanas. Los vecinos entrevistados describieron la cuestión como \
+         la que más marca su vida diaria.\n\nLos expertos advirtieron de que las cifras todavía \
+         cambian y de que hay {number} propuestas distintas sobre la mesa. Esta noticia se actualizará."
+    );
+    (summary, body)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -324,6 +423,10 @@ mod tests {
         assert!(!a.title.contains('{'), "{}", a.title);
         assert!(a.published_at <= window_end());
         assert!(a.published_at > window_end() - Duration::days(731));
+        assert_eq!(a.language, "en");
+        let spanish = article(45, &journalists);
+        assert_eq!(spanish.language, "es");
+        assert!(!spanish.title.contains('{'), "{}", spanish.title);
         let owner = journalists
             .iter()
             .find(|j| j.id == a.journalist_id)

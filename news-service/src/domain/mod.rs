@@ -2,4 +2,6 @@
 
 pub mod comments;
 pub mod cursor;
+pub mod highlight;
 pub mod ids;
+pub mod search;

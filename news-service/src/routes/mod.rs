@@ -7,6 +7,7 @@ pub mod directory;
 pub mod document;
 pub mod engagement;
 pub mod me;
+pub mod search;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -22,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub fn resources() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(articles::router())
+        .merge(search::router())
         .merge(comments::router())
         .merge(engagement::router())
         .merge(directory::router())

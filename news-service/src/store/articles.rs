@@ -306,3 +306,20 @@ pub async fn exists(db: impl PgExecutor<'_>, id: &str) -> Result<bool> {
     .await?;
     Ok(found)
 }
+
+/// The list items of these articles as `viewer` sees them, in any order (search pages pick
+/// their rows first, then read them here).
+pub async fn items_by_id(
+    db: impl PgExecutor<'_>,
+    ids: &[String],
+    viewer: Option<&str>,
+) -> Result<Vec<ArticleItem>> {
+    let mut qb = QueryBuilder::new("");
+    push_item_columns(&mut qb, viewer, false);
+    qb.push(FROM_ARTICLES)
+        .push(" WHERE a.id = ANY(")
+        .push_bind(ids.to_vec())
+        .push(")");
+    let rows: Vec<ArticleRow> = qb.build_query_as().fetch_all(db).await?;
+    Ok(rows.into_iter().map(ArticleItem::from).collect())
+}

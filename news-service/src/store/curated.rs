@@ -59,16 +59,18 @@ pub async fn upsert_articles(
     let published_at: Vec<DateTime<Utc>> = rows.iter().map(|r| r.published_at).collect();
     let flags = sqlx::query_scalar!(
         r#"INSERT INTO articles
-             (id, title, summary, body, url, published_at, organization_id, journalist_id)
+             (id, title, summary, body, url, published_at, organization_id, journalist_id, language)
            SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                $6::timestamptz[], $7::text[], $8::text[])
+                                $6::timestamptz[], $7::text[], $8::text[], $9::text[])
            ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, summary = EXCLUDED.summary,
              body = EXCLUDED.body, url = EXCLUDED.url, published_at = EXCLUDED.published_at,
-             organization_id = EXCLUDED.organization_id, journalist_id = EXCLUDED.journalist_id
+             organization_id = EXCLUDED.organization_id, journalist_id = EXCLUDED.journalist_id,
+             language = EXCLUDED.language
            WHERE (articles.title, articles.summary, articles.body, articles.url, articles.published_at,
-                  articles.organization_id, articles.journalist_id)
+                  articles.organization_id, articles.journalist_id, articles.language)
                  IS DISTINCT FROM (EXCLUDED.title, EXCLUDED.summary, EXCLUDED.body, EXCLUDED.url,
-                  EXCLUDED.published_at, EXCLUDED.organization_id, EXCLUDED.journalist_id)
+                  EXCLUDED.published_at, EXCLUDED.organization_id, EXCLUDED.journalist_id,
+                  EXCLUDED.language)
            RETURNING (xmax = 0) AS "inserted!""#,
         &column(|r| &r.id) as &[&str],
         &column(|r| &r.title) as &[&str],
@@ -78,6 +80,7 @@ pub async fn upsert_articles(
         &published_at,
         &column(|r| &r.organization_id) as &[&str],
         &column(|r| &r.journalist_id) as &[&str],
+        &column(|r| &r.language) as &[&str],
     )
     .fetch_all(pool)
     .await?;

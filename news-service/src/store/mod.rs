@@ -8,3 +8,4 @@ pub mod comments;
 pub mod curated;
 pub mod directory;
 pub mod engagement;
+pub mod search;

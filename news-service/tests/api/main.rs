@@ -14,3 +14,4 @@ mod helpers;
 mod me;
 mod openapi;
 mod schema;
+mod search;

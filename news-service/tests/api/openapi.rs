@@ -9,6 +9,7 @@ use shared_auth::testing::{auth_config, token};
 /// (method, path, auth) of every news endpoint of the contract.
 const ROUTES: &[(&str, &str, Auth)] = &[
     ("get", "/v1/news/articles", Auth::Optional),
+    ("get", "/v1/news/search", Auth::Optional),
     ("get", "/v1/news/articles/{article_id}", Auth::Optional),
     (
         "get",

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Search (issue 33; docs/news.md "GET /v1/news/search"). NOT RUN YET: written with the endpoint,
+# in the style of counts.sh, for the lead to run. Starts PostgreSQL and news-service on
+# 127.0.0.1 with ARTICLES seeded articles (every fifth in Spanish), then measures with wrk,
+# anonymous and direct at the service, each step against the article list's page 1 in the same
+# run:
+#   1. a selective query (a journalist's name, a topic and a place: far under 0.1% of articles),
+#      page 1 at CONNS connections (goal >= 0.8x the list);
+#   2. a frequent word (`officials`, in every English body: about 80%), sort=relevance (goal
+#      >= 0.2x) and sort=newest (goal >= 0.8x);
+#   3. page 50 of the frequent-word relevance search by cursor against its page 1 (goal: page 50
+#      costs at most 1.5x page 1, i.e. req/s ratio >= 0.67).
+# Prints the rows and verdicts, and writes them to $BENCH_STATE/search-section.md (it does not
+# edit RESULTS.md). Every step is time-bounded; all processes it starts are stopped on exit.
+#
+# Environment: STEP_SECS (10), ARTICLES (1000000), CONNS (16), BENCH_PORT_BASE (19440),
+# PG_PORT (55474), BENCH_STATE (.local/bench-search), BUILD=0, PROFILE (release).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+STEP_SECS=${STEP_SECS:-10}
+ARTICLES=${ARTICLES:-1000000}
+CONNS=${CONNS:-16}
+PG_PORT=${PG_PORT:-55474}
+NEWS=${BENCH_PORT_BASE:-19440}
+require_free_ports "$NEWS" "$PG_PORT"
+bench_folders "$root/.local/bench-search" lingonews-search
+
+need_apt wrk:wrk
+PROFILE=${PROFILE:-release}
+say "building $PROFILE binaries"
+build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
+[ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked "${build_flags[@]}" -p news-service)
+bin="$(target_dir)/$PROFILE"
+
+say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
+[ "$(id -u)" = 0 ] && chown postgres "$state"
+pg_start "$pg_data" "$PG_PORT" shared_buffers=512MB max_connections=200
+db_bootstrap "$PG_PORT"
+export_db_env
+export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
+"$bin/news-service" migrate >>"$logs/setup.log" 2>&1
+have=$(admin_psql -c "SELECT count(*) FROM news.articles")
+if [ "$have" -lt "$ARTICLES" ]; then
+  say "seeding $ARTICLES articles (once; kept in $pg_data)"
+  seed_start=$(date +%s)
+  "$bin/news-service" seed --articles "$ARTICLES" >>"$logs/setup.log" 2>&1
+  say "seeded in $(( $(date +%s) - seed_start )) s"
+fi
+articles=$(admin_psql -c "SELECT count(*) FROM news.articles")
+# Statistics, and the GIN index's pending list merged, as autovacuum leaves them.
+admin_psql -c "VACUUM ANALYZE news.articles" >/dev/null
+
+export AUTH_ISSUER=lingo-news-dev AUTH_AUDIENCE=lingo-news AUTH_ALGORITHMS=HS256
+export AUTH_HS256_SECRET
+AUTH_HS256_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '\n=+/')
+say "starting news :$NEWS"
+spawn news "$logs" env NEWS_LISTEN_ADDR="127.0.0.1:$NEWS" "$bin/news-service" serve
+news_pid=$last_pid; wait_ready news-service "$NEWS" "$news_pid"
+
+# --- measuring -------------------------------------------------------------------------------------
+rows_md="$work/rows.md"
+: >"$rows_md"
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+ratio() { python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$1" "$2"; }
+# measure NAME URL: one wrk run at CONNS; sets $result (the JSON line) and prints it.
+measure() {
+  local name=$1 url=$2 load out
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  out=$(wrk -t2 -c"$CONNS" -d"${STEP_SECS}s" --timeout 10s -s "$bench_dir/bench.lua" "$url" 2>&1) || true
+  result=$(sed -n 's/^RESULT //p' <<<"$out")
+  [ -n "$result" ] || { printf '%s\n' "$out" >&2; die "wrk failed on $name"; }
+  printf '| %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$name" "$CONNS" "$(field "$result" rps)" \
+    "$(field "$result" p50_ms)" "$(field "$result" p99_ms)" "$(field "$result" non_2xx_3xx)" "$load" >>"$rows_md"
+  printf '  %-52s %8.0f req/s  p50 %7.3f ms  (load %s)\n' "$name" "$(field "$result" rps)" "$(field "$result" p50_ms)" "$load" >&2
+}
+warm() { wrk -t2 -c"$CONNS" -d2s -s "$bench_dir/bench.lua" "$1" >/dev/null 2>&1 || true; }
+verdicts=()
+verdict() { # verdict WHAT VALUE GOAL
+  local ok=missed
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$2" "$3" && ok=met
+  verdicts+=("| $1 | $2 | >= $3 | $ok |")
+}
+# share Q: the percentage of articles Q matches, by the service's matching rule.
+share() {
+  admin_psql -c "SELECT round(100.0 * count(*) / $articles, 3) FROM news.articles a
+                 WHERE a.search_vector @@ websearch_to_tsquery(news.search_config(a.language), '$1')"
+}
+
+service="http://127.0.0.1:$NEWS"
+list="$service/v1/news/articles?limit=20"
+# One journalist's name (in the summaries of about 1% of articles), a topic and a place.
+selective_q="$(admin_psql -c "SELECT name FROM news.journalists WHERE id = 'jrn-0001'") housing Riverside"
+selective="$service/v1/news/search?q=${selective_q// /%20}&limit=20"
+frequent="$service/v1/news/search?q=officials&limit=20"
+say "selective query '$selective_q' matches $(share "$selective_q")% of articles; frequent $(share 'officials')%"
+
+# The cursor of page 50 of the frequent-word relevance search (49 pages read by cursor).
+cursor=""
+for _ in $(seq 49); do
+  cursor=$(curl -fsS "$frequent${cursor:+&cursor=$cursor}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["next_cursor"] or "")')
+  [ -n "$cursor" ] || die "the frequent-word search ended before page 50"
+done
+page50="$frequent&cursor=$cursor"
+
+for url in "$list" "$selective" "$frequent" "$frequent&sort=newest" "$page50"; do warm "$url"; done
+measure "article list, page 1" "$list"; list_rps=$(field "$result" rps)
+measure "selective query, page 1" "$selective"; selective_rps=$(field "$result" rps)
+measure "frequent word, relevance, page 1" "$frequent"; frequent_rps=$(field "$result" rps)
+measure "frequent word, newest, page 1" "$frequent&sort=newest"; newest_rps=$(field "$result" rps)
+measure "frequent word, relevance, page 50 by cursor" "$page50"; page50_rps=$(field "$result" rps)
+
+verdict "selective / list" "$(ratio "$selective_rps" "$list_rps")" 0.8
+verdict "frequent relevance / list" "$(ratio "$frequent_rps" "$list_rps")" 0.2
+verdict "frequent newest / list" "$(ratio "$newest_rps" "$list_rps")" 0.8
+verdict "page 50 / page 1 (req/s; cost <= 1.5x)" "$(ratio "$page50_rps" "$frequent_rps")" 0.67
+
+section="$state/search-section.md"
+{
+  echo "Search over $articles articles ($PROFILE, $CONNS connections, ${STEP_SECS} s per step, anonymous, direct at news-service):"
+  echo
+  echo "| step | conns | req/s | p50 ms | p99 ms | non-2xx/3xx | load |"
+  echo "|---|---|---|---|---|---|---|"
+  cat "$rows_md"
+  echo
+  echo "| goal | measured | target | verdict |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${verdicts[@]}"
+} >"$section"
+cat "$section"
+say "wrote $section"

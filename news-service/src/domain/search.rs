@@ -1,0 +1,519 @@
+//! Search rules (docs/news.md, "GET /v1/news/search"): what a query may be, which of its words a highlight may mark, the
+//! relevance order and its bounded window, the keyset cursor that keeps `q`, filters and sort,
+//! and the words a suggestion respells. Pure functions; the SQL is in `store::search`.
+
+use std::cmp::Ordering;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared_auth::Problem;
+use shared_auth::http::cursor;
+
+use crate::domain::ids::can_exist;
+use crate::error::ErrorCode;
+
+/// `q` is 1..=200 characters (code points) after trimming.
+pub const MAX_QUERY_CHARS: usize = 200;
+
+/// `sort=relevance` ranks the newest this-many matches of a query (after its filters); older
+/// matches follow them, newest first, with score 0. Keeps a frequent word as cheap as a rare one.
+pub const RANKED_MATCHES: i64 = 1000;
+
+/// The trimmed query, or the contract's 400.
+pub fn parse_query(q: &str) -> Result<String, Problem> {
+    let q = q.trim();
+    let chars = q.chars().count();
+    if chars == 0 || chars > MAX_QUERY_CHARS {
+        return Err(Problem::invalid_query(format!(
+            "q must be 1 to {MAX_QUERY_CHARS} characters after trimming"
+        )));
+    }
+    if q.contains('\0') {
+        return Err(Problem::invalid_query("q must not contain NUL"));
+    }
+    Ok(q.to_owned())
+}
+
+/// The query without its exclusions (`-word`, `-"some words"`): the words a match may be
+/// highlighted for, and what decides whether the query asks for anything at all (a query of
+/// exclusions or stop words only matches nothing).
+pub fn positive_query(q: &str) -> String {
+    let mut kept = String::with_capacity(q.len());
+    let mut chars = q.chars().peekable();
+    let mut at_word_start = true;
+    while let Some(c) = chars.next() {
+        if c == '-' && at_word_start && chars.peek().is_some_and(|next| !next.is_whitespace()) {
+            // websearch_to_tsquery reads `-` before a word or quote as "not": skip what it negates.
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                for inner in chars.by_ref() {
+                    if inner == '"' {
+                        break;
+                    }
+                }
+            } else {
+                while chars.peek().is_some_and(|next| !next.is_whitespace()) {
+                    chars.next();
+                }
+            }
+            continue;
+        }
+        at_word_start = c.is_whitespace();
+        kept.push(c);
+    }
+    kept
+}
+
+/// `sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Sort {
+    #[default]
+    Relevance,
+    Newest,
+}
+
+/// Filters of a search; together with `q` and the sort they are what a cursor keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    pub organization_id: Option<String>,
+    pub journalist_id: Option<String>,
+    /// Inclusive.
+    pub published_after: Option<DateTime<Utc>>,
+    /// Exclusive.
+    pub published_before: Option<DateTime<Utc>>,
+}
+
+impl Filters {
+    /// Whether a filter names an id no row can have, or the date range is empty.
+    pub fn matches_nothing(&self) -> bool {
+        let impossible_id = [&self.organization_id, &self.journalist_id]
+            .into_iter()
+            .flatten()
+            .any(|id| !can_exist(id));
+        let empty_range = matches!(
+            (self.published_after, self.published_before),
+            (Some(after), Some(before)) if after >= before
+        );
+        impossible_id || empty_range
+    }
+}
+
+/// An RFC 3339 bound that PostgreSQL can hold, as UTC; else the contract's 400.
+pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+        .filter(|t| cursor::timestamp(t.timestamp_micros()).is_some())
+        .ok_or_else(|| {
+            Problem::invalid_query(format!(
+                "{name} must be an RFC 3339 date-time (2026-11-21T09:30:00Z)"
+            ))
+        })
+}
+
+/// One match as ordered: its score and its place in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// 3 title, 2 summary, 1 body (the best field the query matches in), 0 outside the ranked
+    /// window (or for `sort=newest`, which does not rank).
+    pub score: i16,
+    pub published_at: DateTime<Utc>,
+    pub id: String,
+}
+
+impl Position {
+    /// The list order: higher score first, then newer, then higher id (as the article list).
+    pub fn list_order(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .cmp(&self.score)
+            .then(other.published_at.cmp(&self.published_at))
+            .then_with(|| other.id.cmp(&self.id))
+    }
+}
+
+/// The ranked window's rows after `after` (all of them on page 1), in list order.
+pub fn rank_window(mut rows: Vec<Position>, after: Option<&Position>) -> Vec<Position> {
+    rows.sort_by(Position::list_order);
+    match after {
+        Some(after) => rows
+            .into_iter()
+            .filter(|row| row.list_order(after) == Ordering::Greater)
+            .collect(),
+        None => rows,
+    }
+}
+
+/// Which list a cursor belongs to: only this one value, so an article-list cursor (whose `k` is
+/// another letter) fails to decode here, and a search cursor fails there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum SearchKind {
+    #[serde(rename = "s")]
+    Search,
+}
+
+/// The keyset cursor of a search: the query it continues, and where its next page starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchCursor {
+    k: SearchKind,
+    pub q: String,
+    #[serde(rename = "s")]
+    pub sort: Sort,
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<String>,
+    #[serde(rename = "j", default, skip_serializing_if = "Option::is_none")]
+    pub journalist_id: Option<String>,
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    published_after: Option<i64>,
+    #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
+    published_before: Option<i64>,
+    /// The last row served: score, `published_at` (microseconds), id.
+    #[serde(rename = "p")]
+    last: (i16, i64, String),
+    /// `sort=relevance`: the oldest row of the ranked window as page 1 found it (time, id). The
+    /// window stays the matches at or after it, so later pages rank the same rows.
+    #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
+    window_end: Option<(i64, String)>,
+}
+
+/// A search as a request (and its cursor) describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchSpec {
+    pub q: String,
+    pub sort: Sort,
+    pub filters: Filters,
+    /// Rows strictly after this one in list order.
+    pub after: Option<Position>,
+    /// See [`SearchCursor::window_end`].
+    pub window_end: Option<(DateTime<Utc>, String)>,
+}
+
+fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn time(micros: i64) -> Result<DateTime<Utc>, Problem> {
+    cursor::timestamp(micros).ok_or_else(undecodable)
+}
+
+fn undecodable() -> Problem {
+    Problem::from_code(ErrorCode::InvalidCursor)
+}
+
+fn other_search() -> Problem {
+    Problem::from_code(ErrorCode::InvalidCursor)
+        .with_detail("the cursor belongs to another search (other q, filters or sort)")
+}
+
+impl SearchCursor {
+    /// The cursor continuing `spec` after `last`.
+    pub fn after(spec: &SearchSpec, last: &Position) -> Self {
+        Self {
+            k: SearchKind::Search,
+            q: spec.q.clone(),
+            sort: spec.sort,
+            organization_id: spec.filters.organization_id.clone(),
+            journalist_id: spec.filters.journalist_id.clone(),
+            published_after: spec.filters.published_after.map(micros),
+            published_before: spec.filters.published_before.map(micros),
+            last: (last.score, micros(last.published_at), last.id.clone()),
+            window_end: spec
+                .window_end
+                .as_ref()
+                .map(|(t, id)| (micros(*t), id.clone())),
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        cursor::encode(self)
+    }
+
+    pub fn decode(text: &str) -> Result<Self, Problem> {
+        let cursor: Self = cursor::decode(text).ok_or_else(undecodable)?;
+        let ids = [
+            Some(&cursor.last.2),
+            cursor.organization_id.as_ref(),
+            cursor.journalist_id.as_ref(),
+            cursor.window_end.as_ref().map(|(_, id)| id),
+        ];
+        let ids_ok = ids.into_iter().flatten().all(|id| can_exist(id));
+        let q_ok = parse_query(&cursor.q).is_ok_and(|q| q == cursor.q);
+        if !ids_ok || !q_ok || !(0..=3).contains(&cursor.last.0) {
+            return Err(undecodable());
+        }
+        Ok(cursor)
+    }
+
+    /// The search this cursor continues, checked against the request: `q` must be the
+    /// cursor's; filters and sort given must equal the cursor's, those left out come from it.
+    pub fn resume(
+        self,
+        q: &str,
+        sort: Option<Sort>,
+        given: &Filters,
+    ) -> Result<SearchSpec, Problem> {
+        let filters = Filters {
+            organization_id: self.organization_id,
+            journalist_id: self.journalist_id,
+            published_after: self.published_after.map(time).transpose()?,
+            published_before: self.published_before.map(time).transpose()?,
+        };
+        let agrees = q == self.q
+            && sort.is_none_or(|s| s == self.sort)
+            && given
+                .organization_id
+                .as_ref()
+                .is_none_or(|v| filters.organization_id.as_ref() == Some(v))
+            && given
+                .journalist_id
+                .as_ref()
+                .is_none_or(|v| filters.journalist_id.as_ref() == Some(v))
+            && given
+                .published_after
+                .is_none_or(|v| filters.published_after == Some(v))
+            && given
+                .published_before
+                .is_none_or(|v| filters.published_before == Some(v));
+        if !agrees {
+            return Err(other_search());
+        }
+        let (score, at, id) = self.last;
+        let window_end = match self.window_end {
+            Some((t, id)) => Some((time(t)?, id)),
+            None => None,
+        };
+        // A relevance cursor past the window, or a newest cursor, has score 0; a relevance
+        // cursor inside the window needs the window's end.
+        let consistent = match self.sort {
+            Sort::Newest => score == 0 && window_end.is_none(),
+            Sort::Relevance => window_end.is_some(),
+        };
+        if !consistent {
+            return Err(undecodable());
+        }
+        Ok(SearchSpec {
+            q: self.q,
+            sort: self.sort,
+            filters,
+            after: Some(Position {
+                score,
+                published_at: time(at)?,
+                id,
+            }),
+            window_end,
+        })
+    }
+}
+
+/// The words of `q` a suggestion may respell, as byte ranges of `q`: runs of letters and digits
+/// (with their combining marks), except the operator `OR`.
+pub fn query_words(q: &str) -> Vec<std::ops::Range<usize>> {
+    let is_word_char = |c: char| c.is_alphanumeric() || is_combining_mark(c);
+    let mut words = Vec::new();
+    let mut start = None;
+    for (i, c) in q.char_indices().chain([(q.len(), ' ')]) {
+        match (start, is_word_char(c) && i < q.len()) {
+            (None, true) => start = Some(i),
+            (Some(s), false) => {
+                if &q[s..i] != "OR" {
+                    words.push(s..i);
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    words
+}
+
+/// Combining diacritical marks (the blocks news text uses): part of the word they follow.
+pub fn is_combining_mark(c: char) -> bool {
+    matches!(c, '\u{0300}'..='\u{036F}' | '\u{1AB0}'..='\u{1AFF}' | '\u{1DC0}'..='\u{1DFF}'
+        | '\u{20D0}'..='\u{20FF}' | '\u{FE20}'..='\u{FE2F}')
+}
+
+/// `q` with each word replaced by its respelling (`None` keeps the word); `None` when nothing
+/// changed, so there is nothing to suggest.
+pub fn respell(
+    q: &str,
+    words: &[std::ops::Range<usize>],
+    respellings: &[Option<String>],
+) -> Option<String> {
+    let mut out = String::with_capacity(q.len());
+    let mut changed = false;
+    let mut at = 0;
+    for (range, respelling) in words.iter().zip(respellings) {
+        out.push_str(&q[at..range.start]);
+        let word = &q[range.clone()];
+        match respelling {
+            Some(new) if !new.is_empty() && fold_case(new) != fold_case(word) => {
+                out.push_str(new);
+                changed = true;
+            }
+            _ => out.push_str(word),
+        }
+        at = range.end;
+    }
+    out.push_str(&q[at..]);
+    changed.then_some(out)
+}
+
+fn fold_case(word: &str) -> String {
+    word.chars()
+        .filter(|c| !is_combining_mark(*c))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn at(minute: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 1, 10, minute, 0).unwrap()
+    }
+
+    fn pos(score: i16, minute: u32, id: &str) -> Position {
+        Position {
+            score,
+            published_at: at(minute),
+            id: id.into(),
+        }
+    }
+
+    fn spec() -> SearchSpec {
+        SearchSpec {
+            q: "harbour strike".into(),
+            sort: Sort::Relevance,
+            filters: Filters {
+                organization_id: Some("org-1".into()),
+                published_after: Some(at(0)),
+                ..Filters::default()
+            },
+            after: None,
+            window_end: Some((at(1), "a-1".into())),
+        }
+    }
+
+    #[test]
+    fn query_length_is_counted_in_characters_after_trimming() {
+        assert_eq!(parse_query("  harbour  ").unwrap(), "harbour");
+        assert!(parse_query("   ").is_err());
+        assert!(parse_query("").is_err());
+        assert!(parse_query(&"é".repeat(200)).is_ok());
+        assert!(parse_query(&"é".repeat(201)).is_err());
+        assert_eq!(parse_query("a\0b").unwrap_err().code, "invalid_query");
+    }
+
+    #[test]
+    fn exclusions_are_left_out_of_the_positive_query() {
+        assert_eq!(positive_query("harbour -strike"), "harbour ");
+        assert_eq!(positive_query("-\"night ferry\" port"), " port");
+        assert_eq!(positive_query("well-known - fact"), "well-known - fact");
+        assert_eq!(positive_query("-only"), "");
+        assert_eq!(positive_query("a OR b"), "a OR b");
+    }
+
+    #[test]
+    fn relevance_orders_by_score_then_newest_then_id() {
+        let rows = vec![
+            pos(1, 9, "a"),
+            pos(3, 1, "b"),
+            pos(3, 5, "c"),
+            pos(2, 9, "d"),
+            pos(3, 5, "e"),
+        ];
+        let ids = |rows: Vec<Position>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(rank_window(rows.clone(), None)),
+            ["e", "c", "b", "d", "a"]
+        );
+        let after = pos(3, 5, "c");
+        assert_eq!(ids(rank_window(rows, Some(&after))), ["b", "d", "a"]);
+    }
+
+    #[test]
+    fn cursor_round_trips_and_keeps_the_search() {
+        let spec = spec();
+        let last = pos(2, 3, "a-7");
+        let text = SearchCursor::after(&spec, &last).encode();
+        let cursor = SearchCursor::decode(&text).unwrap();
+        let resumed = cursor
+            .clone()
+            .resume("harbour strike", None, &Filters::default())
+            .unwrap();
+        assert_eq!(resumed.filters, spec.filters);
+        assert_eq!(resumed.after, Some(last));
+        assert_eq!(resumed.window_end, spec.window_end);
+        // Another q, sort or filter is another search.
+        let other_org = Filters {
+            organization_id: Some("org-2".into()),
+            ..Filters::default()
+        };
+        for (q, sort, given) in [
+            ("harbour", None, Filters::default()),
+            ("harbour strike", Some(Sort::Newest), Filters::default()),
+            ("harbour strike", None, other_org),
+        ] {
+            let refused = cursor.clone().resume(q, sort, &given).unwrap_err();
+            assert_eq!(refused.code, "invalid_cursor");
+        }
+    }
+
+    #[test]
+    fn forged_and_foreign_cursors_do_not_decode() {
+        let article_cursor = URL_SAFE_NO_PAD.encode(br#"{"k":"a","t":1,"i":"art-1"}"#);
+        let bad_score = URL_SAFE_NO_PAD
+            .encode(br#"{"k":"s","q":"a","s":"relevance","p":[9,1,"x"],"w":[1,"x"]}"#);
+        let blank_q = URL_SAFE_NO_PAD.encode(br#"{"k":"s","q":" ","s":"newest","p":[0,1,"x"]}"#);
+        for text in ["", "!!!", "e30", &article_cursor, &bad_score, &blank_q] {
+            assert!(SearchCursor::decode(text).is_err(), "{text}");
+        }
+        // Decodes, but a relevance cursor must name its window.
+        let no_window =
+            URL_SAFE_NO_PAD.encode(br#"{"k":"s","q":"a","s":"relevance","p":[1,1,"x"]}"#);
+        let cursor = SearchCursor::decode(&no_window).unwrap();
+        assert!(cursor.resume("a", None, &Filters::default()).is_err());
+    }
+
+    #[test]
+    fn words_and_respellings_keep_the_query_shape() {
+        let q = "\"harbur strike\" OR -cafe\u{301}s";
+        let words = query_words(q);
+        let texts: Vec<&str> = words.iter().map(|r| &q[r.clone()]).collect();
+        assert_eq!(texts, ["harbur", "strike", "cafe\u{301}s"]);
+        let respelt = respell(
+            q,
+            &words,
+            &[Some("harbour".into()), Some("strike".into()), None],
+        );
+        assert_eq!(
+            respelt.as_deref(),
+            Some("\"harbour strike\" OR -cafe\u{301}s")
+        );
+        assert_eq!(
+            respell(q, &words, &[None, Some("STRIKE".into()), None]),
+            None
+        );
+    }
+
+    #[test]
+    fn bounds_parse_as_rfc_3339_and_empty_ranges_match_nothing() {
+        assert_eq!(parse_time("t", "2026-11-01T11:00:00+01:00").unwrap(), at(0));
+        assert!(parse_time("t", "2026-11-01").is_err());
+        assert!(parse_time("t", "yesterday").is_err());
+        let range = |after, before| Filters {
+            published_after: Some(after),
+            published_before: Some(before),
+            ..Filters::default()
+        };
+        assert!(range(at(5), at(5)).matches_nothing());
+        assert!(!range(at(4), at(5)).matches_nothing());
+    }
+}

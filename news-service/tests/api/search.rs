@@ -1,0 +1,678 @@
+//! `GET /v1/news/search` (docs/news.md, "GET /v1/news/search"): matching per language, ranking, filters, cursor paging,
+//! highlights, suggestions, caching, and the plans PostgreSQL picks.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use news_service::db::MIGRATOR;
+use news_service::domain::search::{Filters, RANKED_MATCHES};
+use news_service::store::search::{language_queries, newest_query, window_query};
+use serde_json::Value;
+use sqlx::migrate::Migrator;
+use sqlx::{PgPool, Row};
+
+use crate::helpers::{TestApp, assert_problem, ids, pool_as, spawn_with_fixture, start};
+
+/// Articles in English and Spanish, with accents written precomposed (é) and decomposed
+/// (e + U+0301), and emoji (one code point, or several joined).
+fn search_fixture() -> String {
+    format!(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, \
+                               journalist_id, language) VALUES
+  ('s-strike', 'Harbour strike ends after twelve days', 'Dock workers return on Monday.',
+   'The union accepted the offer.', 'u', '2026-03-01T10:00:00Z', 'org-a', 'jrn-1', 'en'),
+  ('s-budget', 'Council debates the budget', 'A vote on the election of a new chair.',
+   'Elections are due in spring. A strike is possible, said the harbour authority.', 'u',
+   '2026-03-02T10:00:00Z', 'org-b', 'jrn-3', 'en'),
+  ('s-results', 'Election results announced', 'Turnout was high.', 'Voters queued for hours.',
+   'u', '2026-02-01T10:00:00Z', 'org-a', 'jrn-2', 'en'),
+  ('s-old', 'Election night memories', 'Looking back.', 'A long night.', 'u',
+   '2025-11-01T10:00:00Z', 'org-b', 'jrn-3', 'en'),
+  ('s-voters', 'Voters queue in the wet', 'Long lines everywhere.',
+   'The election count continues overnight.', 'u', '2026-02-15T10:00:00Z', 'org-a', 'jrn-1', 'en'),
+  ('s-festival', 'Harbour festival cancelled', 'Heavy rain forecast.', 'Organisers blamed the rain.',
+   'u', '2026-03-05T10:00:00Z', 'org-b', 'jrn-3', 'en'),
+  ('s-es', 'Las elecciones municipales', 'Resultados de la elección en la ciudad.',
+   'El café del puerto cerró durante la huelga.', 'u', '2026-03-03T10:00:00Z', 'org-b', 'jrn-3', 'es'),
+  ('s-cafe', '{CAFE_TITLE}', '{CAFE_SUMMARY}', '{CAFE_BODY}', 'u', '2026-03-04T10:00:00Z',
+   'org-a', 'jrn-2', 'en');",
+        CAFE_TITLE = CAFE_TITLE,
+        CAFE_SUMMARY = CAFE_SUMMARY,
+        CAFE_BODY = CAFE_BODY,
+    )
+}
+
+const CAFE_TITLE: &str = "🎉 Cafe\u{301} culture returns";
+const CAFE_SUMMARY: &str = "Reopened 👩\u{200d}👩\u{200d}👧 cafés downtown.";
+const CAFE_BODY: &str = "A cafe\u{301} owner said: “the CAFÉ is full”.";
+
+async fn spawn_search() -> TestApp {
+    let app = spawn_with_fixture().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(&search_fixture())
+        .execute(&pipeline)
+        .await
+        .unwrap();
+    pipeline.close().await;
+    app
+}
+
+fn encode(q: &str) -> String {
+    let mut out = String::new();
+    for b in q.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+async fn search(app: &TestApp, query: &str) -> Value {
+    app.get_json(&format!("/search?{query}"), None).await
+}
+
+async fn found(app: &TestApp, q: &str) -> Vec<String> {
+    ids(&search(app, &format!("q={}", encode(q))).await)
+}
+
+fn set(ids: &[&str]) -> HashSet<String> {
+    ids.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[tokio::test]
+async fn words_are_stemmed_in_the_language_of_each_article() {
+    let app = spawn_search().await;
+    let english = found(&app, "elections").await;
+    // Title matches first (the newer first among them), then summary, then body.
+    assert_eq!(english, ["s-results", "s-old", "s-budget", "s-voters"]);
+    for q in ["elecciones", "elección", "eleccion", "ELECCIÓN"] {
+        assert_eq!(found(&app, q).await, ["s-es"], "{q}");
+    }
+    let newest = search(&app, "q=elections&sort=newest").await;
+    assert_eq!(ids(&newest), ["s-budget", "s-voters", "s-results", "s-old"]);
+    assert!(
+        newest["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["score"] == 0.0)
+    );
+    let ranked = search(&app, "q=elections").await;
+    let scores: Vec<f64> = ranked["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
+    assert_eq!(scores, [3.0, 3.0, 2.0, 1.0]);
+}
+
+#[tokio::test]
+async fn accents_case_phrases_or_and_exclusions() {
+    let app = spawn_search().await;
+    for q in ["cafe", "CAFÉ", "cafe\u{301}", "cafés"] {
+        let hits: HashSet<String> = found(&app, q).await.into_iter().collect();
+        assert_eq!(hits, set(&["s-cafe", "s-es"]), "{q}");
+    }
+    assert_eq!(found(&app, "\"harbour strike\"").await, ["s-strike"]);
+    let both: HashSet<String> = found(&app, "harbour strike").await.into_iter().collect();
+    assert_eq!(both, set(&["s-strike", "s-budget"]));
+    let either: HashSet<String> = found(&app, "festival OR turnout")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(either, set(&["s-festival", "s-results"]));
+    let harbour: HashSet<String> = found(&app, "harbour").await.into_iter().collect();
+    assert_eq!(harbour, set(&["s-strike", "s-budget", "s-festival"]));
+    let dry: HashSet<String> = found(&app, "harbour -rain").await.into_iter().collect();
+    assert_eq!(dry, set(&["s-strike", "s-budget"]));
+    // Exclusions only, or stop words only: nothing to look for, so nothing matches.
+    for q in ["the of and", "-rain"] {
+        let page = search(&app, &format!("q={}", encode(q))).await;
+        assert_eq!(page["data"], serde_json::json!([]), "{q}");
+        assert_eq!(page["count"], 0);
+        assert_eq!(page["next_cursor"], Value::Null);
+        assert_eq!(page["suggestion"], Value::Null, "{q}");
+    }
+}
+
+#[tokio::test]
+async fn bad_queries_are_400() {
+    let app = spawn_search().await;
+    let too_long = "a".repeat(201);
+    let longest = "é".repeat(200);
+    for query in [
+        "".to_owned(),
+        "q=".into(),
+        "q=%20%20".into(),
+        format!("q={too_long}"),
+        "q=harbour&offset=0".into(),
+        "q=harbour&limit=0".into(),
+        "q=harbour&limit=101".into(),
+        "q=harbour&sort=oldest".into(),
+        "q=harbour&published_after=yesterday".into(),
+        "q=harbour&published_before=2026-03-01".into(),
+        "q=a%00b".into(),
+    ] {
+        let response = app.get(&format!("/search?{query}"), None).await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+    let ok = app
+        .get(&format!("/search?q={}", encode(&longest)), None)
+        .await;
+    assert_eq!(ok.status(), 200);
+    let padded = app
+        .get(&format!("/search?q=%20{}%20", encode(&longest)), None)
+        .await;
+    assert_eq!(padded.status(), 200, "length counts after trimming");
+}
+
+#[tokio::test]
+async fn cursors_of_other_lists_or_searches_are_refused() {
+    let app = spawn_search().await;
+    let list = app.get_json("/articles?limit=1", None).await;
+    let list_cursor = list["next_cursor"].as_str().unwrap().to_owned();
+    let page = search(&app, "q=elections&limit=1").await;
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    for query in [
+        "q=elections&cursor=abc".to_owned(),
+        format!("q=elections&cursor={list_cursor}"),
+        format!("q=election&cursor={cursor}"),
+        format!("q=elections&sort=newest&cursor={cursor}"),
+        format!("q=elections&organization_id=org-a&cursor={cursor}"),
+    ] {
+        let response = app.get(&format!("/search?{query}"), None).await;
+        assert_problem(response, 400, "invalid_cursor").await;
+    }
+    // A search cursor is not an article-list cursor either.
+    let response = app.get(&format!("/articles?cursor={cursor}"), None).await;
+    assert_problem(response, 400, "invalid_cursor").await;
+    // Offset and cursor together: offset is refused first.
+    let response = app
+        .get(
+            &format!("/search?q=elections&offset=0&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_problem(response, 400, "invalid_query").await;
+    // The same q (with other spacing) and the cursor's own filters continue the search.
+    let next = search(
+        &app,
+        &format!("q=%20elections&sort=relevance&limit=1&cursor={cursor}"),
+    )
+    .await;
+    assert_eq!(ids(&next), ["s-old"]);
+}
+
+#[tokio::test]
+async fn filters_and_date_bounds() {
+    let app = spawn_search().await;
+    let q = |extra: &str| format!("q=harbour&sort=newest&{extra}");
+    let cases: [(&str, &[&str]); 6] = [
+        ("organization_id=org-b", &["s-festival", "s-budget"]),
+        ("journalist_id=jrn-1", &["s-strike"]),
+        ("organization_id=nobody", &[]),
+        // Inclusive lower bound, exclusive upper bound.
+        (
+            "published_after=2026-03-02T10:00:00Z",
+            &["s-festival", "s-budget"],
+        ),
+        ("published_before=2026-03-02T10:00:00Z", &["s-strike"]),
+        (
+            "published_after=2026-03-02T11:00:00%2B01:00&published_before=2026-03-05T10:00:00Z",
+            &["s-budget"],
+        ),
+    ];
+    for (extra, expected) in cases {
+        assert_eq!(ids(&search(&app, &q(extra)).await), expected, "{extra}");
+    }
+}
+
+fn highlight<'a>(hit: &'a Value, field: &str) -> &'a Value {
+    hit["highlights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["field"] == field)
+        .unwrap_or_else(|| panic!("no {field} highlight in {hit}"))
+}
+
+/// The marked pieces of a highlight's text, cut by code point.
+fn marked(highlight: &Value) -> Vec<String> {
+    let chars: Vec<char> = highlight["text"].as_str().unwrap().chars().collect();
+    highlight["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let (s, e) = (
+                m[0].as_u64().unwrap() as usize,
+                m[1].as_u64().unwrap() as usize,
+            );
+            chars[s..e].iter().collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn highlights_mark_the_matched_words_in_code_points() {
+    let app = spawn_search().await;
+    let page = search(&app, "q=cafe").await;
+    let hit = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == "s-cafe")
+        .unwrap();
+    let title = highlight(hit, "title");
+    assert_eq!(title["text"], CAFE_TITLE);
+    // 🎉 is one code point (two UTF-16 units); the accent is a code point of its own.
+    assert_eq!(title["marks"], serde_json::json!([[2, 7]]));
+    assert_eq!(marked(title), ["Cafe\u{301}"]);
+    let summary = highlight(hit, "summary");
+    assert_eq!(summary["text"], CAFE_SUMMARY);
+    assert_eq!(summary["marks"], serde_json::json!([[15, 20]]));
+    assert_eq!(marked(summary), ["cafés"]);
+    let body = highlight(hit, "body");
+    assert_eq!(body["text"], CAFE_BODY);
+    assert_eq!(body["marks"], serde_json::json!([[2, 7], [25, 29]]));
+    assert_eq!(marked(body), ["cafe\u{301}", "CAFÉ"]);
+    let fields: Vec<&Value> = hit["highlights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["field"])
+        .collect();
+    assert_eq!(fields, ["title", "summary", "body"]);
+
+    // Stemmed and folded matches are marked as written; unmatched fields have no highlight.
+    let page = search(&app, "q=elecciones").await;
+    let hit = &page["data"][0];
+    assert_eq!(marked(highlight(hit, "title")), ["elecciones"]);
+    assert_eq!(marked(highlight(hit, "summary")), ["elección"]);
+    assert_eq!(hit["highlights"].as_array().unwrap().len(), 2);
+    // A phrase marks its words.
+    let page = search(&app, &format!("q={}", encode("\"harbour strike\""))).await;
+    assert_eq!(
+        marked(highlight(&page["data"][0], "title")),
+        ["Harbour", "strike"]
+    );
+}
+
+#[tokio::test]
+async fn long_bodies_give_a_short_fragment_around_the_match() {
+    let app = spawn_search().await;
+    let body = format!(
+        "{}The lighthouse 🎉 keeper spoke. {}",
+        "Filler words about nothing in particular, é\u{301}. ".repeat(30),
+        "More filler text follows here. ".repeat(30)
+    );
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, \
+         journalist_id) VALUES ('s-long', 'Coast news', 'Nothing here.', $1, 'u', now(), 'org-a', 'jrn-1')",
+    )
+    .bind(&body)
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let page = search(&app, "q=lighthouse").await;
+    let hit = &page["data"][0];
+    assert_eq!(hit["highlights"].as_array().unwrap().len(), 1);
+    let fragment = highlight(hit, "body");
+    let text = fragment["text"].as_str().unwrap();
+    assert!(text.chars().count() <= 200, "{text}");
+    assert!(
+        body.contains(text),
+        "a fragment is a piece of the body: {text}"
+    );
+    assert_eq!(marked(fragment), ["lighthouse"]);
+}
+
+#[tokio::test]
+async fn a_misspelt_query_gets_a_suggestion() {
+    let app = spawn_search().await;
+    let page = search(&app, "q=electon").await;
+    assert_eq!(page["data"], serde_json::json!([]));
+    assert_eq!(page["suggestion"], "election");
+    let page = search(&app, &format!("q={}", encode("harbur strke -rain"))).await;
+    assert_eq!(page["suggestion"], "harbour strike -rain");
+    // The suggestion finds what the misspelling did not.
+    assert_eq!(found(&app, "harbour strike -rain").await.len(), 2);
+    // Matches, or nothing close: no suggestion.
+    assert_eq!(search(&app, "q=harbour").await["suggestion"], Value::Null);
+    assert_eq!(search(&app, "q=zzzzqqq").await["suggestion"], Value::Null);
+}
+
+#[tokio::test]
+async fn viewer_and_caching_as_the_article_list() {
+    let app = spawn_search().await;
+    let anonymous = app.get("/search?q=harbour", None).await;
+    assert_eq!(anonymous.headers()["cache-control"], "public, max-age=30");
+    let etag = anonymous.headers()["etag"].to_str().unwrap().to_owned();
+    let body: Value = anonymous.json().await.unwrap();
+    assert!(
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["viewer"].is_null())
+    );
+    let again = app
+        .client
+        .get(app.url("/search?q=harbour"))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+
+    assert_eq!(
+        app.post("/articles/s-strike/like", "reader").await.status(),
+        200
+    );
+    let signed_in = app.get("/search?q=harbour", Some("reader")).await;
+    assert_eq!(signed_in.headers()["cache-control"], "private, no-store");
+    assert!(signed_in.headers().get("etag").is_none());
+    let body: Value = signed_in.json().await.unwrap();
+    let hit = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == "s-strike")
+        .unwrap();
+    assert_eq!(hit["viewer"]["liked"], true);
+    assert_eq!(hit["like_count"], 1);
+    assert_eq!(hit["organization"]["name"], "Alpha News");
+}
+
+#[tokio::test]
+async fn the_vector_follows_every_writer() {
+    let app = spawn_search().await;
+    let admin = app.admin().await;
+    sqlx::query(
+        "UPDATE articles SET title = 'Lighthouse keeper retires', search_vector = NULL \
+         WHERE id = 's-strike'",
+    )
+    .execute(&admin)
+    .await
+    .unwrap();
+    assert_eq!(found(&app, "lighthouse").await, ["s-strike"]);
+    assert!(found(&app, "twelve").await.is_empty());
+    // A language change re-stems the article.
+    sqlx::query("UPDATE articles SET language = 'es' WHERE id = 's-results'")
+        .execute(&admin)
+        .await
+        .unwrap();
+    assert!(
+        !found(&app, "elections")
+            .await
+            .contains(&"s-results".to_owned())
+    );
+    let refused = sqlx::query("UPDATE articles SET language = 'english' WHERE id = 's-old'")
+        .execute(&admin)
+        .await;
+    assert!(refused.is_err(), "language is an ISO 639-1 code");
+}
+
+/// Inserts `n` articles `p-00001`... whose word `beacon` is in the title, summary or body by
+/// turns, many sharing a `published_at`.
+async fn insert_many(pool: &PgPool, n: i32) {
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
+         SELECT 'p-' || lpad(i::text, 5, '0'),
+                CASE WHEN i % 3 = 0 THEN 'The beacon ' || i ELSE 'Story ' || i END,
+                CASE WHEN i % 3 = 1 THEN 'About the beacon' ELSE 'About it' END,
+                CASE WHEN i % 3 = 2 THEN 'The beacon shone.' ELSE 'Nothing else.' END,
+                'u', timestamptz '2026-06-01' - (i / 4) * interval '1 hour', 'org-a', 'jrn-1'
+           FROM generate_series(1, $1) AS i",
+    )
+    .bind(n)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Every page of a search by cursor, with the scores of its hits.
+async fn all_pages(app: &TestApp, query: &str) -> (Vec<String>, Vec<f64>, usize) {
+    let (mut seen, mut scores, mut pages) = (Vec::new(), Vec::new(), 0);
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("{query}&cursor={c}"),
+            None => query.to_owned(),
+        };
+        let page = search(app, &path).await;
+        pages += 1;
+        seen.extend(ids(&page));
+        scores.extend(
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["score"].as_f64().unwrap()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (seen, scores, pages),
+        }
+    }
+}
+
+#[tokio::test]
+async fn cursor_pages_neither_repeat_nor_skip() {
+    let app = spawn_search().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    insert_many(&pipeline, 40).await;
+    for sort in ["relevance", "newest"] {
+        let whole = ids(&search(&app, &format!("q=beacon&sort={sort}&limit=100")).await);
+        assert_eq!(whole.len(), 40);
+        let (paged, _, pages) = all_pages(&app, &format!("q=beacon&sort={sort}&limit=6")).await;
+        assert_eq!(paged, whole, "{sort}");
+        assert_eq!(pages, 7);
+    }
+}
+
+#[tokio::test]
+async fn relevance_ranks_a_bounded_window_then_lists_older_matches() {
+    let app = spawn_search().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    let n = RANKED_MATCHES as i32 + 50;
+    insert_many(&pipeline, n).await;
+    let (paged, scores, _) = all_pages(&app, "q=beacon&limit=100").await;
+    let unique: HashSet<&String> = paged.iter().collect();
+    assert_eq!(unique.len(), paged.len(), "no article twice");
+    assert_eq!(
+        paged.len(),
+        n as usize,
+        "every match, the window and after it"
+    );
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores never rise");
+    let ranked = scores.iter().filter(|s| **s > 0.0).count();
+    assert_eq!(ranked, RANKED_MATCHES as usize);
+    // The window holds the newest matches: the unranked tail is the oldest ones, newest first.
+    // (insert_many's rows in list order: hour i / 4 ascending, then id descending.)
+    let mut newest_first: Vec<(i32, String)> =
+        (1..=n).map(|i| (i / 4, format!("p-{i:05}"))).collect();
+    newest_first.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let expected: Vec<String> = newest_first
+        .into_iter()
+        .skip(RANKED_MATCHES as usize)
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(paged[ranked..], expected[..]);
+}
+
+/// The plan of a statement, as text.
+async fn plan(pool: &PgPool, mut qb: sqlx::QueryBuilder<'static, sqlx::Postgres>) -> String {
+    let rows = qb.build().persistent(false).fetch_all(pool).await.unwrap();
+    rows.iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn selective_and_frequent_words_use_an_index() {
+    let app = spawn_search().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    // 20,000 articles: `common` in every other one, `lighthouse` in one.
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
+         SELECT 'x-' || i, 'Story ' || i || CASE WHEN i % 2 = 0 THEN ' common' ELSE '' END,
+                'Summary ' || (i % 97), 'Body about topic ' || (i % 1013)
+                || CASE WHEN i = 777 THEN ' lighthouse' ELSE '' END,
+                'u', timestamptz '2026-01-01' - i * interval '1 minute', 'org-a', 'jrn-1'
+           FROM generate_series(1, 20000) AS i",
+    )
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let admin = app.admin().await;
+    // As autovacuum leaves it: statistics, and the GIN index's pending list merged.
+    sqlx::query("VACUUM ANALYZE articles")
+        .execute(&admin)
+        .await
+        .unwrap();
+    let runtime = pool_as(&app.db, "news_app").await;
+    let filters = Filters::default();
+    for word in ["lighthouse", "common"] {
+        let languages = language_queries(&runtime, word).await.unwrap();
+        assert!(!languages.is_empty());
+        let plans = [
+            plan(
+                &runtime,
+                window_query("EXPLAIN ", &languages, &filters, None),
+            )
+            .await,
+            plan(
+                &runtime,
+                newest_query("EXPLAIN ", &languages, &filters, None, 21),
+            )
+            .await,
+        ];
+        for plan in plans {
+            assert!(!plan.contains("Seq Scan"), "{word}:\n{plan}");
+            assert!(plan.contains("Index"), "{word}:\n{plan}");
+            if word == "lighthouse" {
+                assert!(plan.contains("articles_search_idx"), "{word}:\n{plan}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_migration_fills_articles_that_were_there_before_it() {
+    let db = shared_auth::testing::TestDatabase::create().await;
+    let before = Migrator {
+        migrations: Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < 20261127000001)
+                .cloned()
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    };
+    let owner = pool_as(&db, "news_owner").await;
+    before.run(&owner).await.unwrap();
+    let pipeline = pool_as(&db, "news_pipeline").await;
+    sqlx::raw_sql(crate::helpers::FIXTURE)
+        .execute(&pipeline)
+        .await
+        .unwrap();
+    insert_many(&pipeline, 2500).await;
+    MIGRATOR.run(&owner).await.unwrap();
+    let empty: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM articles WHERE search_vector IS NULL")
+            .fetch_one(&owner)
+            .await
+            .unwrap();
+    assert_eq!(empty, 0);
+    let valid: bool = sqlx::query_scalar(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = 'articles_search_idx'::regclass",
+    )
+    .fetch_one(&owner)
+    .await
+    .unwrap();
+    assert!(valid);
+    let app = start(db, None).await;
+    let page = search(&app, "q=beacon&sort=newest&limit=100").await;
+    assert_eq!(page["count"], 100);
+    assert_eq!(search(&app, "q=beacn").await["suggestion"], "beacon");
+}
+
+#[tokio::test]
+async fn the_document_describes_the_search() {
+    let app = spawn_search().await;
+    let document = app.get_json("/openapi.json", None).await;
+    let operation = &document["paths"]["/v1/news/search"]["get"];
+    let parameters = operation["parameters"].as_array().unwrap();
+    let parameter = |name: &str| {
+        parameters
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no parameter {name}"))
+    };
+    let q = parameter("q");
+    assert_eq!(q["required"], true);
+    assert_eq!(q["schema"]["minLength"], 1);
+    assert_eq!(q["schema"]["maxLength"], 200);
+    // What the server trims, as for a comment's text (whose pattern a unit test checks).
+    let text = &document["components"]["schemas"]["CommentInput"]["properties"]["text"];
+    assert_eq!(q["schema"]["pattern"], text["pattern"]);
+    assert_eq!(
+        parameter("sort")["schema"]["enum"],
+        serde_json::json!(["relevance", "newest"])
+    );
+    assert_eq!(
+        parameter("published_after")["schema"]["format"],
+        "date-time"
+    );
+    assert!(
+        parameters.iter().all(|p| p["name"] != "offset"),
+        "offset is not a parameter"
+    );
+    let responses = &operation["responses"];
+    assert!(responses["304"].is_object() && responses["400"].is_object());
+    let hit = &document["components"]["schemas"]["SearchHit"];
+    assert!(hit.is_object(), "SearchHit is a named schema");
+}
+
+#[tokio::test]
+async fn the_import_sets_the_language() {
+    let app = spawn_search().await;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let article = |id: &str, title: &str, language: Option<&str>| {
+        let mut line = serde_json::json!({"type": "article", "id": id, "title": title,
+            "summary": "", "body": "", "url": "u", "published_at": "2026-04-01T00:00:00Z",
+            "organization_id": "org-a", "journalist_id": "jrn-1"});
+        if let Some(language) = language {
+            line["language"] = language.into();
+        }
+        line.to_string()
+    };
+    let lines = [
+        article("imp-es", "Nuevas elecciones en el puerto", Some("es")),
+        article("imp-en", "Harbour elections next year", None),
+        article("imp-bad", "Elecciones", Some("spanish")),
+    ];
+    std::io::Write::write_all(&mut file, lines.join("\n").as_bytes()).unwrap();
+    let summary = news_service::import(&app.db.url_for("news_pipeline"), file.path(), false)
+        .await
+        .unwrap();
+    assert_eq!(summary.articles.inserted, 2);
+    assert_eq!(summary.bad_lines.len(), 1);
+    assert_eq!(summary.bad_lines[0].line, 3);
+    assert!(
+        summary.bad_lines[0].reason.contains("language"),
+        "{:?}",
+        summary.bad_lines
+    );
+    // Stemmed as Spanish: `elección` finds it; as English, `election` finds the other.
+    let spanish = found(&app, "elección").await;
+    assert!(spanish.contains(&"imp-es".to_owned()) && !spanish.contains(&"imp-en".to_owned()));
+    assert!(found(&app, "election").await.contains(&"imp-en".to_owned()));
+}
