@@ -9,7 +9,8 @@
 //! every token itself through shared-auth.
 //!
 //! Where things live: `routes/` (HTTP only, one module per resource), `store/` (all SQL),
-//! `domain/` (pure rules), `views` (the answer shapes several routes share), `error` (the
+//! `domain/` (pure rules), `views` (the answer shapes several routes share), `path_params` and
+//! `query_params` (the parameters several routes share), `error` (the
 //! error enum and codes), `problems` (the catalogue of problem answers), `openapi` (the
 //! document), `read_routing` (which database serves a read), `app` (the service skeleton).
 
@@ -24,6 +25,7 @@ pub mod import;
 pub mod openapi;
 pub mod path_params;
 pub mod problems;
+pub mod query_params;
 pub mod read_routing;
 pub mod recount;
 pub mod routes;

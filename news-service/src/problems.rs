@@ -67,7 +67,6 @@ macro_rules! problem_answers {
 }
 
 problem_answers! {
-    BadQuery => "400", "`invalid_query`: a query parameter is not an integer or out of range.";
     BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
         both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
         belongs to another list or other filters.";
@@ -144,9 +143,9 @@ answer_sets! {
     SearchAnswers = [NotModified, BadSearchQuery, Unauthorized, Internal, Unavailable];
     /// One cacheable article.
     ArticleAnswers = [NotModified, Unauthorized, ArticleNotFound, Internal, Unavailable];
-    /// A cacheable page of an article's comments.
+    /// A cacheable page of an article's comments (offset or cursor paging).
     CommentThreadAnswers =
-        [NotModified, BadQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
+        [NotModified, BadListQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// One cacheable comment.
     CommentAnswers = [NotModified, Unauthorized, CommentNotFound, Internal, Unavailable];
     /// Writing a comment.
@@ -164,10 +163,10 @@ answer_sets! {
     /// Following or unfollowing an organisation.
     OrganizationEdgeAnswers =
         [Unauthorized, OrganizationNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
-    /// A cacheable directory page (offset paging).
-    DirectoryAnswers = [NotModified, BadQuery, Unauthorized, Internal, Unavailable];
-    /// A page of the caller's own list (offset paging).
-    PrivatePageAnswers = [BadQuery, Unauthorized, Internal, Unavailable];
+    /// A cacheable directory page (offset or cursor paging).
+    DirectoryAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    /// A page of the caller's own list (offset or cursor paging).
+    PrivatePageAnswers = [BadListQuery, Unauthorized, Internal, Unavailable];
     /// The caller's own, unpaged list.
     PrivateAnswers = [Unauthorized, Internal, Unavailable];
     /// A page of the caller's feed (offset or cursor paging).

@@ -1,9 +1,11 @@
 //! The shapes several endpoints answer with: an article item (lists, bookmarks, feed), an
 //! article, a page of articles, an organisation or journalist (directory and `/me/following`),
-//! and a comment. A leaf for the route modules, so none of them imports another.
+//! a comment, and a page of any other list with its cursor. A leaf for the route modules, so
+//! none of them imports another.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared_auth::{Page, Paging};
 use sqlx::FromRow;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -84,6 +86,76 @@ pub struct ArticlePage {
     /// Opaque: pass it as `cursor` to continue the same list and filters; null at the end.
     #[schema(required = true)]
     pub next_cursor: Option<String>,
+}
+
+/// A page of a list with offset and keyset paging (comments, organisations, journalists): the
+/// same fields as [`ArticlePage`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CursorPage<T> {
+    pub data: Vec<T>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
+    pub count: usize,
+    #[schema(minimum = 1, maximum = 100)]
+    pub limit: i64,
+    #[schema(minimum = 0)]
+    pub offset: i64,
+    /// `offset + count` when more items follow an offset page; null at the end and on cursor pages.
+    #[schema(required = true)]
+    pub next_offset: Option<i64>,
+    /// Opaque: pass it as `cursor` to continue the same list and filters; null at the end.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+impl<T> CursorPage<T> {
+    /// The page of rows fetched with `LIMIT paging.fetch_limit()`, read from a cursor or not;
+    /// `cursor_after` writes the cursor that continues after a row (the page's last).
+    pub fn from_rows(
+        rows: Vec<T>,
+        paging: Paging,
+        by_cursor: bool,
+        cursor_after: impl FnOnce(&T) -> String,
+    ) -> Self {
+        let page = Page::from_rows(rows, paging);
+        let next_cursor = page
+            .next_offset
+            .and_then(|_| page.data.last())
+            .map(cursor_after);
+        Self {
+            data: page.data,
+            count: page.count,
+            limit: page.limit,
+            offset: page.offset,
+            // A cursor page has no absolute position: continue with `next_cursor`.
+            next_offset: if by_cursor { None } else { page.next_offset },
+            next_cursor,
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> CursorPage<U> {
+        CursorPage {
+            data: self.data.into_iter().map(f).collect(),
+            count: self.count,
+            limit: self.limit,
+            offset: self.offset,
+            next_offset: self.next_offset,
+            next_cursor: self.next_cursor,
+        }
+    }
+}
+
+impl From<CursorPage<ArticleItem>> for ArticlePage {
+    fn from(page: CursorPage<ArticleItem>) -> Self {
+        Self {
+            data: page.data,
+            count: page.count,
+            limit: page.limit,
+            offset: page.offset,
+            next_offset: page.next_offset,
+            next_cursor: page.next_cursor,
+        }
+    }
 }
 
 /// Whether the caller follows this organisation or journalist.

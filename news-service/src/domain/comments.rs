@@ -58,6 +58,15 @@ pub fn placement(
     Ok((parent.depth + 1, format!("{}.{segment}", parent.path)))
 }
 
+/// Whether `path` is a thread path as [`placement`] writes one: 1..=11 segments (depth 0..=10)
+/// of 32 lowercase hex digits, joined by '.'. A cursor names the path of the comment it
+/// continues after, and one holding anything else was not written by us.
+pub fn is_thread_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('.').collect();
+    let hex = |s: &&str| s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    segments.len() <= MAX_DEPTH as usize + 1 && segments.iter().all(hex)
+}
+
 #[cfg(test)]
 mod tests {
     use shared_auth::ErrorCode as _;
@@ -126,6 +135,37 @@ mod tests {
             code(placement(id, "a1", Some(&parent("a2", 0)))).as_deref(),
             Some("parent_article_mismatch")
         );
+    }
+
+    #[test]
+    fn thread_paths_are_what_placement_writes() {
+        let mut path = placement(Uuid::now_v7(), "a", None).unwrap_or_default().1;
+        assert!(is_thread_path(&path));
+        for depth in 0..MAX_DEPTH {
+            let parent = ParentRef {
+                article_id: "a".into(),
+                depth,
+                path: path.clone(),
+            };
+            path = placement(Uuid::now_v7(), "a", Some(&parent))
+                .unwrap_or_default()
+                .1;
+            assert!(is_thread_path(&path), "{path}");
+        }
+        let segment = "0".repeat(32);
+        let too_deep = format!("{path}.{segment}");
+        let upper = "A".repeat(32);
+        for bad in [
+            "",
+            ".",
+            "abc",
+            &too_deep,
+            &upper,
+            &format!("{segment}."),
+            &format!("{segment}..{segment}"),
+        ] {
+            assert!(!is_thread_path(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! Keyset cursors for article lists: an opaque string that names the last row served (its
-//! `published_at` and `id`) and the list it came from (which list, which filters), so the next
-//! page continues the same ordering and filters.
+//! Keyset cursors: an opaque string that names the last row served (its place in the list's
+//! order) and the list it came from (which list, which filters), so the next page continues the
+//! same ordering and filters. Article lists carry `published_at` and `id` ([`Cursor`]); the other
+//! lists carry their own keys ([`ThreadCursor`], [`BookmarkCursor`], [`NameCursor`]). Every
+//! cursor names its list in `k`, read first, so another list's cursor is told apart from one
+//! that does not decode.
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem};
 
+use crate::domain::comments::is_thread_path;
 use crate::domain::ids::can_exist;
 use crate::error::ErrorCode;
 
@@ -17,6 +22,18 @@ pub enum ListKind {
     Articles,
     #[serde(rename = "f")]
     Feed,
+    /// An article's comments in thread order.
+    #[serde(rename = "c")]
+    Comments,
+    /// The caller's bookmarks, most recently bookmarked first.
+    #[serde(rename = "b")]
+    Bookmarks,
+    /// Organisations by name, then id.
+    #[serde(rename = "o")]
+    Organizations,
+    /// Journalists (of one organisation or all) by name, then id.
+    #[serde(rename = "j")]
+    Journalists,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,15 +123,201 @@ impl ListPaging {
         offset: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
-        let cursor = cursor::given(cursor);
-        if offset.is_some() && cursor.is_some() {
-            return Err(Problem::invalid_query(
-                "give either offset or cursor, not both",
-            ));
-        }
-        let paging = Paging::new(limit, offset)?;
+        let (paging, cursor) = paging_and_cursor(limit, offset, cursor)?;
         let cursor = cursor.map(Cursor::decode).transpose()?;
         Ok(Self { paging, cursor })
+    }
+}
+
+/// The checked `limit` and `offset`, and the cursor text to decode: `offset` and a non-empty
+/// `cursor` exclude each other (400 `invalid_query`); an empty `cursor=` is none.
+fn paging_and_cursor(
+    limit: Option<i64>,
+    offset: Option<i64>,
+    cursor: Option<&str>,
+) -> Result<(Paging, Option<&str>), Problem> {
+    let cursor = cursor::given(cursor);
+    if offset.is_some() && cursor.is_some() {
+        return Err(Problem::invalid_query(
+            "give either offset or cursor, not both",
+        ));
+    }
+    Ok((Paging::new(limit, offset)?, cursor))
+}
+
+/// The keys a list's cursor carries besides `k`, and what a forged one may not hold.
+pub trait Position: Serialize + DeserializeOwned {
+    /// The list the cursor belongs to.
+    fn kind(&self) -> ListKind;
+    /// Whether the database could hold every value (a forged cursor may name anything, and a
+    /// statement given a value its column cannot hold fails).
+    fn storable(&self) -> bool;
+
+    fn encode(&self) -> String {
+        cursor::encode(self)
+    }
+}
+
+/// Decodes a cursor of list `kind`: `OtherList` when it names another list, `Undecodable` when
+/// it is no cursor of ours or holds values no row can have.
+pub fn decode_position<P: Position>(text: &str, kind: ListKind) -> Result<P, CursorError> {
+    /// Only the list of a cursor: any cursor of ours has it, whatever else it carries.
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(rename = "k")]
+        kind: ListKind,
+    }
+    let head: Head = cursor::decode(text).ok_or(CursorError::Undecodable)?;
+    if head.kind != kind {
+        return Err(CursorError::OtherList);
+    }
+    let position: P = cursor::decode(text).ok_or(CursorError::Undecodable)?;
+    if position.kind() != kind || !position.storable() {
+        return Err(CursorError::Undecodable);
+    }
+    Ok(position)
+}
+
+/// Offset or cursor paging of a list with its own keys ([`Position`]), checked against the
+/// contract: `after` is the decoded cursor, of the list asked for.
+#[derive(Debug)]
+pub struct KeysetPaging<P> {
+    pub paging: Paging,
+    pub after: Option<P>,
+}
+
+impl<P: Position> KeysetPaging<P> {
+    pub fn parse(
+        kind: ListKind,
+        limit: Option<i64>,
+        offset: Option<i64>,
+        cursor: Option<&str>,
+    ) -> Result<Self, Problem> {
+        let (paging, cursor) = paging_and_cursor(limit, offset, cursor)?;
+        let after = cursor.map(|text| decode_position(text, kind)).transpose()?;
+        Ok(Self { paging, after })
+    }
+}
+
+/// A place in an article's thread: after the comment with this thread path (`path` orders the
+/// thread, see `domain::comments::placement`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadCursor {
+    #[serde(rename = "k")]
+    pub kind: ListKind,
+    #[serde(rename = "a")]
+    pub article_id: String,
+    #[serde(rename = "p")]
+    pub path: String,
+}
+
+impl Position for ThreadCursor {
+    fn kind(&self) -> ListKind {
+        self.kind
+    }
+    fn storable(&self) -> bool {
+        can_exist(&self.article_id) && is_thread_path(&self.path)
+    }
+}
+
+impl ThreadCursor {
+    pub fn after(article_id: &str, path: &str) -> Self {
+        Self {
+            kind: ListKind::Comments,
+            article_id: article_id.to_owned(),
+            path: path.to_owned(),
+        }
+    }
+
+    /// A thread cursor continues the thread of its own article only.
+    pub fn check_article(&self, article_id: &str) -> Result<(), CursorError> {
+        if self.article_id == article_id {
+            Ok(())
+        } else {
+            Err(CursorError::OtherList)
+        }
+    }
+}
+
+/// A place in the caller's bookmarks: after the bookmark made at this time (microseconds) of
+/// this article. The caller is not in it: the list is always the caller's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BookmarkCursor {
+    #[serde(rename = "k")]
+    pub kind: ListKind,
+    #[serde(rename = "t")]
+    pub bookmarked_at_micros: i64,
+    #[serde(rename = "i")]
+    pub article_id: String,
+}
+
+impl Position for BookmarkCursor {
+    fn kind(&self) -> ListKind {
+        self.kind
+    }
+    fn storable(&self) -> bool {
+        self.bookmarked_at().is_some() && can_exist(&self.article_id)
+    }
+}
+
+impl BookmarkCursor {
+    pub fn after(bookmarked_at: DateTime<Utc>, article_id: &str) -> Self {
+        Self {
+            kind: ListKind::Bookmarks,
+            bookmarked_at_micros: bookmarked_at.timestamp_micros(),
+            article_id: article_id.to_owned(),
+        }
+    }
+
+    pub fn bookmarked_at(&self) -> Option<DateTime<Utc>> {
+        cursor::timestamp(self.bookmarked_at_micros)
+    }
+}
+
+/// A place in a directory list (organisations or journalists, by name then id): after the row
+/// with this name and id, and, for journalists, the organisation filter of the list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameCursor {
+    #[serde(rename = "k")]
+    pub kind: ListKind,
+    #[serde(rename = "n")]
+    pub name: String,
+    #[serde(rename = "i")]
+    pub id: String,
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<String>,
+}
+
+impl Position for NameCursor {
+    fn kind(&self) -> ListKind {
+        self.kind
+    }
+    fn storable(&self) -> bool {
+        let directory = matches!(self.kind, ListKind::Organizations | ListKind::Journalists);
+        // Organisations have no filter: such a cursor was not written by us.
+        let filter_fits = self.kind == ListKind::Journalists || self.organization_id.is_none();
+        let values = [
+            Some(&self.name),
+            Some(&self.id),
+            self.organization_id.as_ref(),
+        ];
+        directory && filter_fits && values.into_iter().flatten().all(|v| can_exist(v))
+    }
+}
+
+impl NameCursor {
+    /// Checks the request's organisation filter against the cursor's, as the article list does:
+    /// one given must equal the cursor's; one left out is taken from the cursor.
+    pub fn resolve_organization(&self, given: Option<&str>) -> Result<Option<String>, CursorError> {
+        match given {
+            Some(given) if self.organization_id.as_deref() != Some(given) => {
+                Err(CursorError::OtherList)
+            }
+            _ => Ok(self.organization_id.clone()),
+        }
     }
 }
 
@@ -197,6 +400,169 @@ mod tests {
             if ok {
                 assert_eq!(got, Ok((Some("org-001".into()), None)));
             }
+        }
+    }
+
+    fn thread() -> ThreadCursor {
+        ThreadCursor::after("art-1", &format!("{}.{}", "0".repeat(32), "f".repeat(32)))
+    }
+
+    fn journalists(org: Option<&str>) -> NameCursor {
+        NameCursor {
+            kind: ListKind::Journalists,
+            name: "Ada Byrne".into(),
+            id: "jrn-0001".into(),
+            organization_id: org.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn every_list_position_round_trips() {
+        let bookmark = BookmarkCursor::after(
+            DateTime::from_timestamp_micros(1_763_700_000_123_456).unwrap_or_default(),
+            "art-7",
+        );
+        let organizations = NameCursor {
+            kind: ListKind::Organizations,
+            organization_id: None,
+            ..journalists(None)
+        };
+        assert_eq!(
+            decode_position(&thread().encode(), ListKind::Comments),
+            Ok(thread())
+        );
+        assert_eq!(
+            decode_position(&bookmark.encode(), ListKind::Bookmarks),
+            Ok(bookmark)
+        );
+        assert_eq!(
+            decode_position(&organizations.encode(), ListKind::Organizations),
+            Ok(organizations)
+        );
+        let of_org = journalists(Some("org-1"));
+        assert_eq!(
+            decode_position(&of_org.encode(), ListKind::Journalists),
+            Ok(of_org)
+        );
+    }
+
+    #[test]
+    fn a_cursor_of_another_list_is_told_apart_from_garbage() {
+        let article = cursor(None).encode();
+        let thread = thread().encode();
+        let name = journalists(None).encode();
+        let other = |text: &str, kind| decode_position::<NameCursor>(text, kind);
+        assert_eq!(
+            other(&article, ListKind::Journalists),
+            Err(CursorError::OtherList)
+        );
+        assert_eq!(
+            other(&thread, ListKind::Organizations),
+            Err(CursorError::OtherList)
+        );
+        assert_eq!(
+            other(&name, ListKind::Organizations),
+            Err(CursorError::OtherList)
+        );
+        assert_eq!(
+            decode_position::<ThreadCursor>(&name, ListKind::Comments),
+            Err(CursorError::OtherList)
+        );
+        // The article list's own decoder refuses the new lists' cursors too.
+        assert!(Cursor::decode(&thread).is_err());
+        assert_eq!(
+            Cursor::decode(&BookmarkCursor::after(Utc::now(), "a").encode())
+                .and_then(|c| c.resolve_filter(ListKind::Articles, None, None)),
+            Err(CursorError::OtherList)
+        );
+        // Truncated: a cursor cut anywhere no longer decodes.
+        for end in 0..thread.len() {
+            assert_eq!(
+                decode_position::<ThreadCursor>(&thread[..end], ListKind::Comments),
+                Err(CursorError::Undecodable),
+                "{end}"
+            );
+        }
+    }
+
+    #[test]
+    fn forged_positions_do_not_decode() {
+        let forged = |json: &str| URL_SAFE_NO_PAD.encode(json.as_bytes());
+        let hex = "a".repeat(32);
+        let table: [(String, ListKind); 7] = [
+            // Not a thread path, or a NUL in an id or a name.
+            (
+                forged(r#"{"k":"c","a":"art-1","p":"x"}"#),
+                ListKind::Comments,
+            ),
+            (
+                forged(r#"{"k":"c","a":"art-1","p":""}"#),
+                ListKind::Comments,
+            ),
+            (
+                forged(&format!(r#"{{"k":"c","a":"a\u0000","p":"{hex}"}}"#)),
+                ListKind::Comments,
+            ),
+            (
+                forged(r#"{"k":"o","n":"a\u0000","i":"x"}"#),
+                ListKind::Organizations,
+            ),
+            // Organisations have no filter; an unknown field; a time Postgres cannot hold.
+            (
+                forged(r#"{"k":"o","n":"a","i":"x","o":"org-1"}"#),
+                ListKind::Organizations,
+            ),
+            (
+                forged(r#"{"k":"j","n":"a","i":"x","z":1}"#),
+                ListKind::Journalists,
+            ),
+            (
+                forged(r#"{"k":"b","t":-9223372036854775807,"i":"x"}"#),
+                ListKind::Bookmarks,
+            ),
+        ];
+        for (text, kind) in table {
+            let got = match kind {
+                ListKind::Comments => decode_position::<ThreadCursor>(&text, kind).map(|_| ()),
+                ListKind::Bookmarks => decode_position::<BookmarkCursor>(&text, kind).map(|_| ()),
+                _ => decode_position::<NameCursor>(&text, kind).map(|_| ()),
+            };
+            assert_eq!(got, Err(CursorError::Undecodable), "{kind:?} {text}");
+        }
+    }
+
+    #[test]
+    fn keyset_paging_excludes_offset_and_checks_the_list() {
+        let text = thread().encode();
+        let parse = |offset, cursor| {
+            KeysetPaging::<ThreadCursor>::parse(ListKind::Comments, None, offset, cursor)
+                .map(|p| p.after)
+                .map_err(|p| p.code)
+        };
+        assert_eq!(parse(Some(0), Some(&*text)), Err("invalid_query".into()));
+        assert_eq!(parse(Some(5), Some("")), Ok(None));
+        assert_eq!(parse(None, Some(&*text)), Ok(Some(thread())));
+        let name = journalists(None).encode();
+        assert_eq!(parse(None, Some(&*name)), Err("invalid_cursor".into()));
+    }
+
+    #[test]
+    fn a_cursor_keeps_its_article_and_its_organisation() {
+        assert_eq!(thread().check_article("art-1"), Ok(()));
+        assert_eq!(thread().check_article("art-2"), Err(CursorError::OtherList));
+        let table = [
+            (None, None, Ok(None)),
+            (None, Some("org-1"), Err(CursorError::OtherList)),
+            (Some("org-1"), None, Ok(Some("org-1".to_owned()))),
+            (Some("org-1"), Some("org-1"), Ok(Some("org-1".to_owned()))),
+            (Some("org-1"), Some("org-2"), Err(CursorError::OtherList)),
+        ];
+        for (own, given, expected) in table {
+            assert_eq!(
+                journalists(own).resolve_organization(given),
+                expected,
+                "{own:?} {given:?}"
+            );
         }
     }
 }

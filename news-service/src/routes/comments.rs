@@ -5,7 +5,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::{Json, OptionalCaller, Page, PageQuery, Paging, Problem, Query, RequiredCaller};
+use shared_auth::{Json, OptionalCaller, Problem, Query, RequiredCaller};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,15 +13,17 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::domain::comments::{placement, validate_text};
+use crate::domain::cursor::{KeysetPaging, ListKind, ThreadCursor};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
 use crate::path_params::ArticleIdPath;
 use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
+use crate::query_params::CursorPageQuery;
 use crate::state::AppState;
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
-use crate::views::Comment;
+use crate::views::{Comment, CursorPage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::{PathId, created_id};
 
@@ -61,15 +63,25 @@ pub struct CommentInput {
 
 /// An article's comments in thread order: each top-level comment oldest first, followed
 /// depth-first by its replies, oldest first.
+///
+/// Walk a whole thread with `cursor` (every comment once, however long the thread; comments
+/// written during the walk show up at most once: those placed after the walker's position);
+/// `offset` only reaches the first 10,000. A cursor belongs to its article: another article's
+/// cursor, or another list's, is 400 `invalid_cursor`.
 #[utoipa::path(
     get,
     path = "/v1/news/articles/{article_id}/comments",
     operation_id = "news_list_comments",
     tag = "news-comments",
-    params(ArticleIdPath, PageQuery, IfNoneMatch),
+    params(ArticleIdPath, CursorPageQuery, IfNoneMatch),
     security((), ("bearer" = [])),
     responses(
-        (status = 200, description = "A page of comments.", body = Page<Comment>,
+        (status = 200, description = "A page of comments.", body = CursorPage<Comment>,
+            links(
+                ("NextPage" = (operation_id = "news_list_comments",
+                    parameters(("article_id" = "$request.path.article_id"),
+                        ("cursor" = "$response.body#/next_cursor")))),
+            ),
             headers(
                 ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
@@ -83,13 +95,21 @@ async fn list_comments(
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(article_id): PathId,
-    Query(query): Query<PageQuery>,
+    Query(query): Query<CursorPageQuery>,
 ) -> Result<Response> {
-    let paging = Paging::new(query.limit, query.offset)?;
+    let paging = KeysetPaging::<ThreadCursor>::parse(
+        ListKind::Comments,
+        query.limit,
+        query.offset,
+        query.cursor.as_deref(),
+    )?;
+    if let Some(cursor) = &paging.after {
+        cursor.check_article(&article_id).map_err(Problem::from)?;
+    }
     if !can_exist(&article_id) {
         return Err(ErrorCode::ArticleNotFound.into());
     }
-    let article = article_id.as_str();
+    let (article, paging) = (article_id.as_str(), &paging);
     let (page, exists) = state
         .pools
         .read(caller.is_some(), |pool| async move {

@@ -4,18 +4,19 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
-use shared_auth::{Page, PageQuery, Paging, Problem, Query, RequiredCaller};
+use shared_auth::{Problem, Query, RequiredCaller};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::{ListKind, ListPaging};
+use crate::domain::cursor::{BookmarkCursor, KeysetPaging, ListKind, ListPaging};
 use crate::error::Result;
 use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
+use crate::query_params::CursorPageQuery;
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
-use crate::views::{ArticleItem, ArticlePage, Journalist, Organization};
+use crate::views::{ArticlePage, Journalist, Organization};
 use shared_auth::http::cache::json_read;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -25,16 +26,25 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(my_feed))
 }
 
-/// The caller's bookmarked articles, most recently bookmarked first.
+/// The caller's bookmarked articles, most recently bookmarked first (ties by article id
+/// descending).
+///
+/// Walk all of them with `cursor`: every bookmark once, in this order; bookmarks made during the
+/// walk are newer than the walker's position, so they do not show up in it. `offset` only
+/// reaches the first 10,000.
 #[utoipa::path(
     get,
     path = "/v1/news/me/bookmarks",
     operation_id = "news_list_my_bookmarks",
     tag = "news-me",
-    params(PageQuery),
+    params(CursorPageQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "A page of articles.", body = Page<ArticleItem>,
+        (status = 200, description = "A page of articles.", body = ArticlePage,
+            links(
+                ("NextPage" = (operation_id = "news_list_my_bookmarks",
+                    parameters(("cursor" = "$response.body#/next_cursor")))),
+            ),
             headers(
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
@@ -46,10 +56,15 @@ async fn my_bookmarks(
     State(state): State<AppState>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
-    Query(query): Query<PageQuery>,
+    Query(query): Query<CursorPageQuery>,
 ) -> Result<Response> {
-    let paging = Paging::new(query.limit, query.offset)?;
-    let page = articles::bookmarked_by(&state.pools.primary, &caller.sub, paging).await?;
+    let paging = KeysetPaging::<BookmarkCursor>::parse(
+        ListKind::Bookmarks,
+        query.limit,
+        query.offset,
+        query.cursor.as_deref(),
+    )?;
+    let page = articles::bookmarked_by(&state.pools.primary, &caller.sub, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }
 

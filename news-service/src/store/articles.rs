@@ -6,10 +6,12 @@ use chrono::{DateTime, Utc};
 use shared_auth::{Page, Paging};
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
-use crate::domain::cursor::{Cursor, CursorError, ListKind, ListPaging};
+use crate::domain::cursor::{
+    BookmarkCursor, Cursor, CursorError, KeysetPaging, ListKind, ListPaging, Position,
+};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::views::{Article, ArticleItem, ArticlePage, ArticleViewer, Named};
+use crate::views::{Article, ArticleItem, ArticlePage, ArticleViewer, CursorPage, Named};
 
 #[derive(Debug, FromRow)]
 struct ArticleRow {
@@ -274,23 +276,69 @@ pub fn article_query(
     qb
 }
 
-/// `/me/bookmarks`: the user's bookmarked articles, most recently bookmarked first.
+/// An article of `/me/bookmarks` with the time it was bookmarked (its cursor's key).
+#[derive(Debug, FromRow)]
+struct BookmarkRow {
+    #[sqlx(flatten)]
+    article: ArticleRow,
+    bookmarked_at: DateTime<Utc>,
+}
+
+/// The bookmarks statement: the user's bookmarks, most recently bookmarked first, ties by article
+/// id descending, strictly after `after` when given. The page is chosen from the
+/// `(user_id, created_at DESC, article_id DESC)` index first (a range scan from the cursor), so
+/// article columns are computed for its rows only. `prefix` lets tests prepend `EXPLAIN`.
+pub fn bookmarks_query(
+    prefix: &str,
+    user: &str,
+    after: Option<(DateTime<Utc>, String)>,
+    paging: Paging,
+) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
+    push_item_columns(&mut qb, Some(user), false);
+    qb.push(", mine.created_at AS bookmarked_at FROM (SELECT b.article_id, b.created_at FROM bookmarks b WHERE b.user_id = ")
+        .push_bind(user.to_owned());
+    if let Some((bookmarked_at, article_id)) = after {
+        qb.push(" AND (b.created_at, b.article_id) < (")
+            .push_bind(bookmarked_at)
+            .push(", ")
+            .push_bind(article_id)
+            .push(")");
+    }
+    qb.push(" ORDER BY b.created_at DESC, b.article_id DESC LIMIT ")
+        .push_bind(paging.fetch_limit())
+        .push(" OFFSET ")
+        .push_bind(paging.offset)
+        .push(") mine JOIN articles a ON a.id = mine.article_id")
+        .push(" ORDER BY mine.created_at DESC, mine.article_id DESC");
+    qb
+}
+
+/// `/me/bookmarks`: the user's bookmarked articles, most recently bookmarked first, from an
+/// offset or after a cursor, with the cursor that continues after the page.
 pub async fn bookmarked_by(
     db: impl PgExecutor<'_>,
     user: &str,
-    paging: Paging,
-) -> Result<Page<ArticleItem>> {
-    let mut qb = QueryBuilder::new("");
-    push_item_columns(&mut qb, Some(user), false);
-    qb.push(FROM_ARTICLES)
-        .push(" JOIN bookmarks mine ON mine.article_id = a.id AND mine.user_id = ")
-        .push_bind(user.to_owned())
-        .push(" ORDER BY mine.created_at DESC, mine.article_id DESC LIMIT ")
-        .push_bind(paging.fetch_limit())
-        .push(" OFFSET ")
-        .push_bind(paging.offset);
-    let rows: Vec<ArticleRow> = qb.build_query_as().fetch_all(db).await?;
-    Ok(Page::from_rows(rows, paging).map(ArticleItem::from))
+    paging: &KeysetPaging<BookmarkCursor>,
+) -> Result<ArticlePage> {
+    let after = match &paging.after {
+        Some(cursor) => Some((
+            cursor
+                .bookmarked_at()
+                .ok_or(shared_auth::Problem::from(CursorError::Undecodable))?,
+            cursor.article_id.clone(),
+        )),
+        None => None,
+    };
+    let rows: Vec<BookmarkRow> = bookmarks_query("", user, after, paging.paging)
+        .build_query_as()
+        .fetch_all(db)
+        .await?;
+    let page = CursorPage::from_rows(rows, paging.paging, paging.after.is_some(), |last| {
+        BookmarkCursor::after(last.bookmarked_at, &last.article.id).encode()
+    })
+    .map(|row| ArticleItem::from(row.article));
+    Ok(page.into())
 }
 
 /// Whether an article has this id.

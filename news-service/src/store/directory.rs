@@ -5,7 +5,7 @@
 
 use shared_auth::Paging;
 use sqlx::postgres::PgRow;
-use sqlx::{FromRow, PgExecutor, QueryBuilder};
+use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::error::Result;
 use crate::views::{Journalist, Organization};
@@ -51,17 +51,40 @@ pub enum Selection<'a> {
     FollowedBy(&'a str),
 }
 
-/// A directory list ordered by name, ties by id; the page when `paging` is given, else all.
+/// Where a page of a directory list starts: at an offset, or strictly after a `(name, id)`.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectoryPage<'a> {
+    pub paging: Paging,
+    pub after: Option<(&'a str, &'a str)>,
+}
+
+/// A directory list ordered by name, ties by id; the page when `page` is given, else all.
 pub async fn list<T>(
     db: impl PgExecutor<'_>,
     directory: &Directory,
     selection: Selection<'_>,
     viewer: Option<&str>,
-    paging: Option<Paging>,
+    page: Option<DirectoryPage<'_>>,
 ) -> Result<Vec<T>>
 where
     T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
 {
+    Ok(list_query("", directory, selection, viewer, page)
+        .build_query_as()
+        .fetch_all(db)
+        .await?)
+}
+
+/// The statement of [`list`]. A page after a cursor is a range of the `(name, id)` index (or
+/// `(organization_id, name, id)` for one organisation's journalists) read in order: no sort.
+/// `prefix` lets tests prepend `EXPLAIN`.
+pub fn list_query(
+    prefix: &str,
+    directory: &Directory,
+    selection: Selection<'_>,
+    viewer: Option<&str>,
+    page: Option<DirectoryPage<'_>>,
+) -> QueryBuilder<'static, Postgres> {
     let Directory {
         table,
         alias,
@@ -71,7 +94,7 @@ where
         stats,
     } = directory;
     let mut qb = QueryBuilder::new(format!(
-        "SELECT {columns}, \
+        "{prefix}SELECT {columns}, \
          (SELECT coalesce(sum(s.follower_count), 0)::bigint FROM {stats} s WHERE s.{follows_column} = {alias}.id) AS follower_count"
     ));
     match viewer {
@@ -100,14 +123,25 @@ where
             .push_bind(user.to_owned());
         }
     }
-    qb.push(format!(" ORDER BY {alias}.name, {alias}.id"));
-    if let Some(paging) = paging {
-        qb.push(" LIMIT ")
-            .push_bind(paging.fetch_limit())
-            .push(" OFFSET ")
-            .push_bind(paging.offset);
+    if let Some((name, id)) = page.and_then(|page| page.after) {
+        let joiner = match selection {
+            Selection::OfOrganization(_) => " AND",
+            Selection::All | Selection::FollowedBy(_) => " WHERE",
+        };
+        qb.push(format!("{joiner} ({alias}.name, {alias}.id) > ("))
+            .push_bind(name.to_owned())
+            .push(", ")
+            .push_bind(id.to_owned())
+            .push(")");
     }
-    Ok(qb.build_query_as().fetch_all(db).await?)
+    qb.push(format!(" ORDER BY {alias}.name, {alias}.id"));
+    if let Some(page) = page {
+        qb.push(" LIMIT ")
+            .push_bind(page.paging.fetch_limit())
+            .push(" OFFSET ")
+            .push_bind(page.paging.offset);
+    }
+    qb
 }
 
 /// Everything `user` follows, each list ordered by name.

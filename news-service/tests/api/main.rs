@@ -6,6 +6,7 @@ mod articles;
 mod commands;
 mod comments;
 mod counts;
+mod cursors;
 mod directory;
 mod engagement;
 mod hardening;
