@@ -8,6 +8,7 @@ mod comments;
 mod counts;
 mod directory;
 mod engagement;
+mod fold;
 mod hardening;
 mod health;
 mod helpers;
