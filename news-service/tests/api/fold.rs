@@ -132,7 +132,7 @@ async fn reader(app: &TestApp, n: usize) {
     ];
     let user = format!("reader-{n}");
     let mut methods = vec![Method::POST, Method::DELETE, Method::POST];
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         methods.push(Method::DELETE);
     }
     for method in methods {
