@@ -3,8 +3,9 @@
 # which also builds release binaries and seeds the articles): starts PostgreSQL, news-service and
 # the gateway on 127.0.0.1, then measures with wrk:
 #   1. hot front page: page 1 anonymous through the gateway with no engagement, then with 50,000
-#      likes, 20,000 bookmarks and 2,000 comments on each of its 20 articles (goal hot/idle >= 0.9);
-#      the journalists list likewise with 50,000 followers per journalist on it;
+#      likes, 20,000 bookmarks and 2,000 comments on each of its 20 articles, once news-service's
+#      background folder has folded their counter slots into one row (issue 34: goal hot/idle
+#      >= 0.95); the journalists list likewise with 50,000 followers per journalist on it (>= 0.9);
 #   2. hot article writes: likes from distinct readers on ONE article against likes spread over
 #      many articles, 64 connections, direct at the service (goal >= 0.7x), then the totals:
 #      the API count against count(*) and `news-service recount` (no drift);
@@ -98,6 +99,8 @@ settle() {
     for i in 1 2 3 4 5 6 7 8; do total=$(( total + after[i] - before[i] )); done
     [ $(( idle * 100 )) -ge $(( total * 90 )) ] && return
   done
+  # Other work keeps the machine busy: measure anyway (the load average is in every row).
+  echo "  CPUs still busy after 60 s; measuring anyway" >&2
 }
 verdicts=()
 verdict() { # verdict WHAT VALUE GOAL
@@ -129,6 +132,16 @@ INSERT INTO comments (id, article_id, author_id, text, depth, path, created_at)
 INSERT INTO journalist_follows (journalist_id, user_id) SELECT j.id, 'hot-' || i FROM jpage j, generate_series(1, 50000) i;
 SQL
 bulk_secs=$(python3 -c "import time,sys; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$bulk_start")
+# The bulk statements leave each target's counts in random slots; news-service folds them into
+# slot 0 in the background (NEWS_COUNTER_FOLD_INTERVAL_MS, default 1 s). Wait for that.
+fold_start=$(date +%s.%N)
+for _ in $(seq 120); do
+  unfolded=$(admin_psql -c "SELECT (SELECT count(*) FROM news.article_stats WHERE slot <> 0) + (SELECT count(*) FROM news.journalist_stats WHERE slot <> 0)")
+  [ "$unfolded" = 0 ] && break
+  sleep 0.5
+done
+[ "$unfolded" = 0 ] || die "news-service left $unfolded counter rows outside slot 0 after 60 s"
+fold_secs=$(python3 -c "import time,sys; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$fold_start")
 engagement=$(admin_psql -c "SELECT (SELECT count(*) FROM news.likes) + (SELECT count(*) FROM news.bookmarks) + (SELECT count(*) FROM news.comments) + (SELECT count(*) FROM news.journalist_follows)")
 admin_psql -c "VACUUM ANALYZE" >/dev/null
 admin_psql -c "CHECKPOINT" >/dev/null; settle
@@ -137,7 +150,7 @@ shown=$(curl -fsS "http://127.0.0.1:$GW$list" | python3 -c 'import json,sys; d=j
 warm "http://127.0.0.1:$GW$list"; warm "http://127.0.0.1:$GW$journalists"
 measure "page 1, anonymous, gateway: hot" "$CONNS" "http://127.0.0.1:$GW$list"; hot_list=$(field "$result" rps)
 measure "journalists page 1, gateway: hot" "$CONNS" "http://127.0.0.1:$GW$journalists"; hot_jrn=$(field "$result" rps)
-verdict "hot / idle, page 1 through the gateway" "$(ratio "$hot_list" "$idle_list")" 0.9
+verdict "hot / idle, page 1 through the gateway" "$(ratio "$hot_list" "$idle_list")" 0.95
 verdict "hot / idle, journalists list through the gateway" "$(ratio "$hot_jrn" "$idle_jrn")" 0.9
 
 say "2. likes at $CONNS connections: spread over many articles, then all on one article"
@@ -206,7 +219,7 @@ section="$work/section.md"
   echo "- **Date**: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet HEAD -- news-service gateway shared-auth || echo ', with uncommitted changes in the crates')"
   echo "- **Machine**: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; every process (wrk, pgbench, gateway, news-service, PostgreSQL $("$PSQL" --version | awk '{print $3}')) on it, over loopback; $PROFILE binaries; wrk 2 threads, ${STEP_SECS} s per step."
   echo "- **Other work on the machine**: ${OTHER_WORK:-none noted}. Load average at start: $load_start, and before each step in the table. Absolute numbers are lower bounds; the ratios, measured within this one run, are the result."
-  echo "- **Data**: $articles articles; page 1's 20 articles with 50,000 likes, 20,000 bookmarks and 2,000 comments each, page 1's 20 journalists with 50,000 followers each ($engagement engagement rows, inserted in ${bulk_secs} s by four bulk statements through the counter triggers)."
+  echo "- **Data**: $articles articles; page 1's 20 articles with 50,000 likes, 20,000 bookmarks and 2,000 comments each, page 1's 20 journalists with 50,000 followers each ($engagement engagement rows, inserted in ${bulk_secs} s by four bulk statements through the counter triggers; their counter slots folded into one row per target by news-service's background folder ${fold_secs} s later, before the hot steps)."
   echo
   echo "| step | conc. | req/s | p50 ms | p99 ms | non-2xx | load avg before |"
   echo "|---|---|---|---|---|---|---|"

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState, Pools};
-use crate::{db, idempotency, openapi, routes};
+use crate::{counter_fold, db, idempotency, openapi, routes};
 
 /// Request bodies are at most 128 KiB, the limit shared by both services.
 pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
@@ -48,6 +48,8 @@ pub struct Application {
     router: Router,
     header_read_timeout: Duration,
     cleanup: AbortOnDrop,
+    /// The counter slot folder; `None` when NEWS_COUNTER_FOLD_INTERVAL_MS is 0.
+    folder: Option<AbortOnDrop>,
 }
 
 /// Aborts the task when dropped: an application built and never run, or one that stopped,
@@ -62,7 +64,7 @@ impl Drop for AbortOnDrop {
 
 impl Application {
     /// Builds pools and the verifier, migrates when asked, binds the listener (port 0 in tests)
-    /// and starts the sweep of expired idempotency keys.
+    /// and starts the sweep of expired idempotency keys and the counter slot folder.
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
         if config.migrate_on_start {
             let owner = config.owner_database_url.as_deref().ok_or_else(|| {
@@ -85,6 +87,12 @@ impl Application {
             pools.primary.clone(),
             Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
         )));
+        let folder = (config.counter_fold_interval_ms > 0).then(|| {
+            AbortOnDrop(tokio::spawn(counter_fold::fold_task(
+                pools.primary.clone(),
+                Duration::from_millis(config.counter_fold_interval_ms),
+            )))
+        });
         let state = AppState {
             pools,
             verifier,
@@ -98,6 +106,7 @@ impl Application {
             router: router(state, config.load_limits()),
             header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
             cleanup,
+            folder,
         })
     }
 
@@ -113,6 +122,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "news-service listening");
         let _cleanup = self.cleanup;
+        let _folder = self.folder;
         shared_auth::http::serve::serve(
             self.listener,
             self.router,

@@ -78,6 +78,11 @@ pub struct ServeConfig {
     /// Seconds between sweeps of expired Idempotency-Key records.
     #[arg(long, env = "NEWS_IDEMPOTENCY_CLEANUP_SECS", default_value_t = 600)]
     pub idempotency_cleanup_secs: u64,
+    /// Milliseconds between sweeps that fold each counter's slot rows back into one row (a hot
+    /// article is then read from one row, not up to 16); 0 turns folding off (counts stay exact
+    /// either way).
+    #[arg(long, env = "NEWS_COUNTER_FOLD_INTERVAL_MS", default_value_t = 1_000)]
+    pub counter_fold_interval_ms: u64,
     #[command(flatten)]
     pub read_routing: crate::read_routing::ReadRoutingConfig,
     #[command(flatten)]
@@ -99,6 +104,7 @@ impl ServeConfig {
             max_in_flight: shared_auth::http::load::DEFAULT_MAX_IN_FLIGHT,
             header_read_timeout_ms: 10_000,
             idempotency_cleanup_secs: 600,
+            counter_fold_interval_ms: 1_000,
             read_routing: crate::read_routing::ReadRoutingConfig::default(),
             auth,
         }
@@ -172,6 +178,7 @@ mod tests {
         assert!(config.migrate_on_start);
         assert_eq!(config.db_max_connections, 20);
         assert!(config.database_read_url.is_none());
+        assert_eq!(config.counter_fold_interval_ms, 1_000);
     }
 
     #[test]

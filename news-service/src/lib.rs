@@ -16,6 +16,7 @@
 
 pub mod app;
 pub mod config;
+pub mod counter_fold;
 pub mod curated;
 pub mod db;
 pub mod domain;

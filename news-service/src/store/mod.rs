@@ -5,6 +5,7 @@
 
 pub mod articles;
 pub mod comments;
+pub mod counters;
 pub mod curated;
 pub mod directory;
 pub mod engagement;

@@ -117,6 +117,7 @@ fn help_lists_every_environment_variable() {
         "NEWS_MIGRATE_ON_START",
         "NEWS_DB_MAX_CONNECTIONS",
         "NEWS_IDEMPOTENCY_CLEANUP_SECS",
+        "NEWS_COUNTER_FOLD_INTERVAL_MS",
         "LOG_FORMAT",
         "AUTH_ISSUER",
         "AUTH_HS256_SECRET",

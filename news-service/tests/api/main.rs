@@ -9,6 +9,7 @@ mod counts;
 mod cursors;
 mod directory;
 mod engagement;
+mod fold;
 mod hardening;
 mod health;
 mod helpers;
