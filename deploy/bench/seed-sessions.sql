@@ -21,8 +21,9 @@ FROM generate_series(1, :learners) AS l,
      LATERAL (SELECT seen - (l + s) % (seen / 3 + 1) AS correct) AS b;
 
 INSERT INTO study_sessions (id, learner_id, language_code, duration_seconds, phrases_seen,
-                            phrases_correct, xp_awarded, created_at)
-SELECT id, learner_id, language_code, duration_seconds, seen, correct, xp_awarded, created_at
+                            phrases_correct, xp_awarded, created_at, studied_at)
+SELECT id, learner_id, language_code, duration_seconds, seen, correct, xp_awarded, created_at,
+       created_at
 FROM bench_sessions;
 
 INSERT INTO learners (learner_id, total_xp, sessions, updated_at)

@@ -33,9 +33,9 @@ async fn fill(app: &TestApp) {
            SELECT id, 'en', 'phrase ' || substr(md5(id), 1, 6) FROM lingo.phrases \
            WHERE id LIKE 'bulk-%'; \
          INSERT INTO lingo.study_sessions (id, learner_id, language_code, duration_seconds, \
-             phrases_seen, phrases_correct, xp_awarded, created_at) \
+             phrases_seen, phrases_correct, xp_awarded, created_at, studied_at) \
            SELECT gen_random_uuid(), 'learner-' || (g % 300), 'es', 60, 1, 1, 11, \
-                  now() - g * interval '1 minute' \
+                  now() - g * interval '1 minute', now() - g * interval '1 minute' \
            FROM generate_series(1, 30000) g; \
          INSERT INTO lingo.phrase_recommendations (learner_id, phrase_id, score, generated_at) \
            SELECT 'learner-' || (g % 300), 'bulk-' || lpad(g::text, 6, '0'), (g % 97) / 97.0, \
