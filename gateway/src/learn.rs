@@ -63,7 +63,8 @@ pub enum Refused {
     Unavailable(String),
     /// Larger than [`MAX_DOCUMENT_BYTES`].
     TooLarge,
-    /// Not JSON, not OpenAPI 3, or an operation or path the gateway cannot read.
+    /// Not JSON, not OpenAPI 3, no operation at all, or an operation or path the gateway cannot
+    /// read.
     Invalid(String),
     /// A path outside the group's prefix: not this group's document.
     WrongPrefix(String),
@@ -122,6 +123,13 @@ fn endpoints_of(document: &[u8], group: Group, only_group: bool) -> Result<Endpo
                 .add(path, method, access_of(security))
                 .map_err(|e| Refused::Invalid(e.to_string()))?;
         }
+    }
+    // A service always documents some operation: an empty document is a broken build or a
+    // misconfigured replica, and taken as the table it would turn every route of the group to 404.
+    if endpoints.is_empty() {
+        return Err(Refused::Invalid(
+            "no operation under the group's prefix".into(),
+        ));
     }
     Ok(endpoints)
 }
@@ -374,7 +382,16 @@ mod tests {
             outcome(r#"{"openapi": "3.1.0", "paths": {"/v1/news/{a}-{b}": {"get": {}}}}"#),
             Some("invalid")
         );
-        assert_eq!(outcome(r#"{"openapi": "3.1.0", "paths": {}}"#), None);
+        assert_eq!(
+            outcome(r#"{"openapi": "3.1.0", "paths": {}}"#),
+            Some("invalid")
+        );
+        assert_eq!(
+            outcome(
+                r#"{"openapi": "3.1.0", "paths": {"/v1/news/x": {"summary": "no operation"}}}"#
+            ),
+            Some("invalid")
+        );
     }
 
     #[test]
