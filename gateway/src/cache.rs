@@ -295,14 +295,15 @@ impl AnswerCache {
             if response.status() == StatusCode::OK {
                 self.pass(target, now);
             }
-            return Ok(response);
+            return Ok(judged_by_client(response, &if_none_match));
         };
         let (parts, body) = response.into_parts();
         let body = match read_whole(body, self.largest_body).await {
             Read::Whole(body) => body,
             Read::TooLarge(body) => {
                 self.pass(target, now);
-                return Ok(Response::from_parts(parts, body));
+                let response = Response::from_parts(parts, body);
+                return Ok(judged_by_client(response, &if_none_match));
             }
             Read::BrokeOff => {
                 // Nothing of the answer has reached the client yet: a problem, not a broken body.
@@ -527,16 +528,11 @@ impl Answer {
     /// comparison, `*` matches), without a body for `HEAD`.
     fn reply_to(&self, method: &Method, if_none_match: &[&HeaderValue], now: Instant) -> Response {
         let age = self.age_at_store + now.saturating_duration_since(self.stored_at).as_secs();
-        if self.matches_validator(if_none_match) {
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = StatusCode::NOT_MODIFIED;
-            let headers = response.headers_mut();
-            for name in &KEPT_ON_304 {
-                for value in self.headers.get_all(name) {
-                    headers.append(name.clone(), value.clone());
-                }
-            }
-            headers.insert(header::AGE, HeaderValue::from(age));
+        if validator_matches(&self.headers, if_none_match) {
+            let mut response = not_modified(&self.headers);
+            response
+                .headers_mut()
+                .insert(header::AGE, HeaderValue::from(age));
             return response;
         }
         let body = if *method == Method::HEAD {
@@ -551,16 +547,41 @@ impl Answer {
             .insert(header::AGE, HeaderValue::from(age));
         response
     }
+}
 
-    fn matches_validator(&self, if_none_match: &[&HeaderValue]) -> bool {
-        let Some(etag) = self.headers.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
-            return false;
-        };
-        if_none_match
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .any(|value| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+/// Whether an answer with `headers` matches the client's `If-None-Match` (weak comparison).
+fn validator_matches(headers: &HeaderMap, if_none_match: &[&HeaderValue]) -> bool {
+    let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    if_none_match
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+}
+
+/// The 304 for an answer with `headers`: the headers a 304 keeps, no body.
+fn not_modified(headers: &HeaderMap) -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    let kept = response.headers_mut();
+    for name in &KEPT_ON_304 {
+        for value in headers.get_all(name) {
+            kept.append(name.clone(), value.clone());
+        }
     }
+    response
+}
+
+/// An answer that is not stored, to a client whose `If-None-Match` was held back from the
+/// upstream so that the answer could be stored: its 200 is judged against the client's tags here.
+fn judged_by_client(response: Response, if_none_match: &[HeaderValue]) -> Response {
+    let if_none_match: Vec<&HeaderValue> = if_none_match.iter().collect();
+    if response.status() == StatusCode::OK && validator_matches(response.headers(), &if_none_match)
+    {
+        return not_modified(response.headers());
+    }
+    response
 }
 
 enum Read {

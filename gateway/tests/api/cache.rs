@@ -371,6 +371,25 @@ async fn if_none_match_is_answered_with_304_from_the_stored_answer() {
     assert!(age(&stored).is_some());
     assert_eq!(stored.json::<Value>().await.unwrap()["n"], 1);
     assert_eq!(origin.hits(&missed), 1);
+
+    // An answer that is not stored is still judged against the validator the gateway held back:
+    // a matching tag is 304, as the upstream itself would have answered.
+    for target in [
+        "/v1/news/articles/private-tagged?cc=private",
+        "/v1/news/articles/large-tagged?cc=public,max-age=60&size=3000000",
+    ] {
+        let not_modified = conditional(target.to_owned(), "\"v1\"").await;
+        assert_eq!(not_modified.status(), 304, "{target}");
+        assert_eq!(not_modified.headers()["etag"], "\"v1\"", "{target}");
+        assert!(age(&not_modified).is_none(), "{target}");
+        assert!(not_modified.bytes().await.unwrap().is_empty(), "{target}");
+        let changed = conditional(target.to_owned(), "\"v1\"").await;
+        assert_eq!(
+            changed.status(),
+            200,
+            "{target}: the second answer is tagged v2"
+        );
+    }
 }
 
 #[tokio::test]
