@@ -49,15 +49,17 @@ pub struct StudySessionInput {
     /// phrase may appear more than once). With them, `phrases_seen` must equal their number and
     /// `phrases_correct` the number of correct ones (422 `answers_mismatch`), and each `phrase_id`
     /// must be a phrase of `language_code` (422 `unknown_phrase`, `errors[].field` like
-    /// `answers[3].phrase_id`). Each answer updates the phrase's FSRS memory state.
+    /// `answers[3].phrase_id`). Each answer updates the phrase's FSRS memory state. `null` is
+    /// the same as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_items = 1000, nullable = false)]
+    #[schema(max_items = 1000)]
     pub answers: Option<Vec<AnswerInput>>,
     /// Optional: when the session happened (RFC 3339), default the time the request arrives. At
     /// most 30 days in the past and 60 s in the future (422 `invalid_studied_at`); a session
-    /// older than answers already recorded is put in its place in time.
+    /// older than answers already recorded is put in its place in time. `null` is the same as
+    /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(format = DateTime, nullable = false, example = "2026-11-20T18:05:00Z")]
+    #[schema(format = DateTime, example = "2026-11-20T18:05:00Z")]
     pub studied_at: Option<String>,
 }
 
@@ -71,8 +73,8 @@ pub struct AnswerInput {
     pub correct: bool,
     /// Optional FSRS grade; without it `good` when `correct`, else `again`. `again` with
     /// `correct: true`, or another grade with `correct: false`, is 422 `validation_failed`.
+    /// `null` is the same as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
     pub grade: Option<Grade>,
 }
 
