@@ -130,7 +130,7 @@ pub struct AnswerCache {
     entries: quick_cache::sync::Cache<Box<str>, Cached, Weigh>,
     /// The upstream requests in flight for a target, each announcing its end by dropping its
     /// sender (see [`Leader`]).
-    flights: Mutex<HashMap<Box<str>, watch::Receiver<()>>>,
+    flights: Mutex<HashMap<Box<str>, watch::Receiver<FlightEnd>>>,
     largest_body: u64,
     /// How long a miss waits for another request's upstream call before making its own.
     wait_limit: Duration,
@@ -234,8 +234,11 @@ impl AnswerCache {
             }
             Flight::Wait(mut done) => {
                 self.metrics.answer_cache_coalesced();
-                // Ends (with an error, as nothing is ever sent) when the leader drops its sender.
+                // Ends when the leader reports a failure or drops its sender.
                 let _ = tokio::time::timeout(self.wait_limit, done.changed()).await;
+                if let Some(problem) = done.borrow().clone() {
+                    return Err(problem);
+                }
                 let now = Instant::now();
                 match self.lookup(target, &request.headers, now) {
                     Lookup::Fresh(answer) => {
@@ -257,13 +260,13 @@ impl AnswerCache {
         if let Some(done) = flights.get(target) {
             return Flight::Wait(done.clone());
         }
-        let (sender, done) = watch::channel(());
+        let (sender, done) = watch::channel(None);
         let target: Box<str> = target.into();
         flights.insert(target.clone(), done);
         Flight::Lead(Leader {
             flights: &self.flights,
             target,
-            _sender: sender,
+            sender,
         })
     }
 
@@ -288,7 +291,10 @@ impl AnswerCache {
         // The headers the upstream saw, for the values of the ones its `Vary` names.
         let sent = request.headers.clone();
         let method = request.method.clone();
-        let response = proxy.forward(group, request).await?;
+        let response = match proxy.forward(group, request).await {
+            Ok(response) => response,
+            Err(problem) => return Err(Self::shared_failure(leader.as_ref(), problem)),
+        };
 
         let now = Instant::now();
         let Some(storable) = Storable::of(&response) else {
@@ -312,8 +318,9 @@ impl AnswerCache {
                     url = &*target,
                     "upstream broke off a cacheable answer's body"
                 );
-                return Err(Problem::from_code(SharedCode::UpstreamUnavailable)
-                    .with_detail("the upstream broke off its answer's body"));
+                let problem = Problem::from_code(SharedCode::UpstreamUnavailable)
+                    .with_detail("the upstream broke off its answer's body");
+                return Err(Self::shared_failure(leader.as_ref(), problem));
             }
         };
         let answer = Arc::new(Answer::new(parts.headers, body, &sent, storable, now));
@@ -327,6 +334,14 @@ impl AnswerCache {
         // Fresh from the upstream, not from the cache: no `Age`.
         response.headers_mut().remove(header::AGE);
         Ok(response)
+    }
+
+    /// The leader's failure, told to its waiters too.
+    fn shared_failure(leader: Option<&Leader<'_>>, problem: Problem) -> Problem {
+        if let Some(leader) = leader {
+            leader.failed(&problem);
+        }
+        problem
     }
 
     fn pass(&self, target: Box<str>, now: Instant) {
@@ -347,16 +362,27 @@ impl AnswerCache {
 
 enum Flight<'a> {
     Lead(Leader<'a>),
-    Wait(watch::Receiver<()>),
+    Wait(watch::Receiver<FlightEnd>),
 }
 
 /// The one request of a flight that goes upstream. When it is dropped (answer stored, nothing
 /// storable, failure, or its client gone) the flight ends: its entry leaves the table first,
 /// then its sender is dropped, which wakes every waiter.
 struct Leader<'a> {
-    flights: &'a Mutex<HashMap<Box<str>, watch::Receiver<()>>>,
+    flights: &'a Mutex<HashMap<Box<str>, watch::Receiver<FlightEnd>>>,
     target: Box<str>,
-    _sender: watch::Sender<()>,
+    sender: watch::Sender<FlightEnd>,
+}
+
+/// How a flight ended, for its waiters: `None` when they should look in the cache (the answer was
+/// stored, or there was nothing to store), or the problem the leader's upstream request ended in,
+/// which they share rather than each waiting out the same failure again.
+type FlightEnd = Option<Problem>;
+
+impl Leader<'_> {
+    fn failed(&self, problem: &Problem) {
+        self.sender.send_replace(Some(problem.clone()));
+    }
 }
 
 impl Drop for Leader<'_> {

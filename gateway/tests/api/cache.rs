@@ -231,6 +231,29 @@ async fn waiters_go_upstream_themselves_when_the_leader_gets_nothing_storable() 
 }
 
 #[tokio::test]
+async fn waiters_share_the_leaders_upstream_timeout_instead_of_waiting_it_out_again() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |config| config.upstream_timeout_ms = 400).await;
+    let target = format!("/v1/news/articles/stalled?{PUBLIC}&sleep_ms=2000");
+
+    let burst = (0..8).map(|_| async {
+        let response = get(&gateway, &target).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        (status, body["code"].clone())
+    });
+    for (status, code) in join_all(burst).await {
+        assert_eq!(status, 504);
+        assert_eq!(code, "upstream_timeout");
+    }
+    assert_eq!(
+        origin.hits(&target),
+        1,
+        "the waiters got the leader's 504, none went upstream after it"
+    );
+}
+
+#[tokio::test]
 async fn a_waiter_is_answered_when_the_leaders_client_goes_away() {
     use tokio::io::AsyncWriteExt as _;
     let origin = Origin::start().await;
