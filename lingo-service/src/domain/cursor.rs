@@ -30,9 +30,23 @@ pub struct Cursor {
     pub since_micros: Option<i64>,
 }
 
-/// A cursor given with an `updated_since` other than the one of its list.
+/// A cursor given with other filters (an `updated_since`, a language) than those of its list.
 #[derive(Debug, PartialEq, Eq)]
 pub struct DifferentFilter;
+
+/// The `updated_since` an export cursor continues (`since_micros`, as the cursor holds it), given
+/// a request's own: the cursor's, when the request gives none or the same one; `Err` for another.
+pub fn continued_since(
+    since_micros: Option<i64>,
+    asked: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, DifferentFilter> {
+    let own = since_micros.and_then(cursor::timestamp);
+    match asked {
+        None => Ok(own),
+        Some(asked) if Some(asked.timestamp_micros()) == since_micros => Ok(own),
+        Some(_) => Err(DifferentFilter),
+    }
+}
 
 impl Cursor {
     /// The position after a row, in the list filtered by `since`.
@@ -56,12 +70,7 @@ impl Cursor {
         &self,
         asked: Option<DateTime<Utc>>,
     ) -> Result<Option<DateTime<Utc>>, DifferentFilter> {
-        let own = self.since_micros.and_then(cursor::timestamp);
-        match asked {
-            None => Ok(own),
-            Some(asked) if Some(asked.timestamp_micros()) == self.since_micros => Ok(own),
-            Some(_) => Err(DifferentFilter),
-        }
+        continued_since(self.since_micros, asked)
     }
 
     pub fn encode(&self) -> String {

@@ -7,6 +7,7 @@ use shared_auth::http::cursor;
 use utoipa::ToSchema;
 
 use crate::domain::catalogue::PhraseItem;
+use crate::domain::cursor::{DifferentFilter, continued_since};
 use crate::domain::fsrs::{Grade, PhraseState, retrievability};
 use crate::domain::text::is_storable;
 
@@ -133,10 +134,6 @@ pub struct MyPhrasesFilter {
     pub due_only: bool,
 }
 
-/// A cursor given with other filters than those of its list.
-#[derive(Debug, PartialEq, Eq)]
-pub struct DifferentFilter;
-
 impl MyPhrasesCursor {
     pub fn after(due_at: DateTime<Utc>, phrase_id: &str, filter: &MyPhrasesFilter) -> Self {
         Self {
@@ -243,12 +240,7 @@ impl ExportCursor {
         &self,
         asked: Option<DateTime<Utc>>,
     ) -> Result<Option<DateTime<Utc>>, DifferentFilter> {
-        let own = self.since_micros.and_then(cursor::timestamp);
-        match asked {
-            None => Ok(own),
-            Some(asked) if Some(asked.timestamp_micros()) == self.since_micros => Ok(own),
-            Some(_) => Err(DifferentFilter),
-        }
+        continued_since(self.since_micros, asked)
     }
 }
 

@@ -4,6 +4,8 @@
 
 use axum::Json;
 use axum::extract::State;
+use std::result::Result as StdResult;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
@@ -13,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::Cursor;
+use crate::domain::cursor::{Cursor, DifferentFilter};
 use crate::domain::phrase_progress::{ExportCursor, PhraseProgressRow};
 use crate::domain::progress::LearnerProgress;
 use crate::error::{ErrorCode, Result};
@@ -91,28 +93,11 @@ async fn export(
     Query(query): Query<ExportQuery>,
 ) -> Result<Json<Export>> {
     caller.require_scope(SCOPE)?;
-    if query.offset.is_some() {
-        return Err(
-            Problem::invalid_query("this list is paged by `cursor` only, not `offset`").into(),
-        );
-    }
-    let paging = Paging::new(query.limit, None)?;
-    let asked_since = query
-        .updated_since
-        .as_deref()
-        .map(parse_timestamp)
-        .transpose()?;
-    let cursor = cursor::given(query.cursor.as_deref())
-        .map(|text| Cursor::decode(text).ok_or(ErrorCode::InvalidCursor))
-        .transpose()?;
-    // A cursor continues its own list: with no `updated_since` it keeps the one it was made
-    // with, and another one is refused.
-    let since = match &cursor {
-        Some(cursor) => cursor
-            .since(asked_since)
-            .map_err(|_| ErrorCode::InvalidCursor)?,
-        None => asked_since,
-    };
+    let ExportRequest {
+        paging,
+        cursor,
+        since,
+    } = query.read(Cursor::decode, Cursor::since)?;
 
     // Two statements (the horizon must be read before the page's snapshot), one connection.
     let mut connection = db.acquire().await?;
@@ -138,7 +123,57 @@ async fn export(
     }))
 }
 
-fn parse_timestamp(text: &str) -> std::result::Result<DateTime<Utc>, Problem> {
+/// What an export request asks for, read the same way for every export.
+struct ExportRequest<C> {
+    paging: Paging,
+    cursor: Option<C>,
+    /// The `updated_since` of the list: the request's, or the one its cursor was made with.
+    since: Option<DateTime<Utc>>,
+}
+
+/// How an export cursor says which `updated_since` it continues.
+type ContinuedSince<C> =
+    fn(&C, Option<DateTime<Utc>>) -> StdResult<Option<DateTime<Utc>>, DifferentFilter>;
+
+impl ExportQuery {
+    /// The request's paging, cursor (`decode`d) and `updated_since`. A cursor continues its own
+    /// list: with no `updated_since` it keeps the one it was made with, and another one is
+    /// refused (`invalid_cursor`); an `offset` is refused, as these lists page by cursor only.
+    fn read<C>(
+        &self,
+        decode: fn(&str) -> Option<C>,
+        continued_since: ContinuedSince<C>,
+    ) -> Result<ExportRequest<C>> {
+        if self.offset.is_some() {
+            return Err(Problem::invalid_query(
+                "this list is paged by `cursor` only, not `offset`",
+            )
+            .into());
+        }
+        let paging = Paging::new(self.limit, None)?;
+        let asked_since = self
+            .updated_since
+            .as_deref()
+            .map(parse_timestamp)
+            .transpose()?;
+        let cursor = cursor::given(self.cursor.as_deref())
+            .map(|text| decode(text).ok_or(ErrorCode::InvalidCursor))
+            .transpose()?;
+        let since = match &cursor {
+            Some(cursor) => {
+                continued_since(cursor, asked_since).map_err(|_| ErrorCode::InvalidCursor)?
+            }
+            None => asked_since,
+        };
+        Ok(ExportRequest {
+            paging,
+            cursor,
+            since,
+        })
+    }
+}
+
+fn parse_timestamp(text: &str) -> StdResult<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc))
         .map_err(|_| Problem::invalid_query("updated_since must be an RFC 3339 timestamp"))
@@ -177,26 +212,11 @@ async fn export_phrase_progress(
     Query(query): Query<ExportQuery>,
 ) -> Result<Json<PhraseProgressExport>> {
     caller.require_scope(SCOPE)?;
-    if query.offset.is_some() {
-        return Err(
-            Problem::invalid_query("this list is paged by `cursor` only, not `offset`").into(),
-        );
-    }
-    let paging = Paging::new(query.limit, None)?;
-    let asked_since = query
-        .updated_since
-        .as_deref()
-        .map(parse_timestamp)
-        .transpose()?;
-    let cursor = cursor::given(query.cursor.as_deref())
-        .map(|text| ExportCursor::decode(text).ok_or(ErrorCode::InvalidCursor))
-        .transpose()?;
-    let since = match &cursor {
-        Some(cursor) => cursor
-            .since(asked_since)
-            .map_err(|_| ErrorCode::InvalidCursor)?,
-        None => asked_since,
-    };
+    let ExportRequest {
+        paging,
+        cursor,
+        since,
+    } = query.read(ExportCursor::decode, ExportCursor::since)?;
 
     // The horizon first, in a statement of its own (see `export_horizon`).
     let mut connection = db.acquire().await?;
