@@ -139,7 +139,9 @@ pub struct AnswerCache {
 
 impl AnswerCache {
     /// A cache of at most `max_bytes` (`None` for 0: the cache is off). A waiting miss gives up
-    /// waiting after `wait_limit` (the upstream timeout) and goes upstream itself.
+    /// waiting after `wait_limit` and goes upstream itself: longer than the leader's own bound
+    /// (connect, then the upstream timeout), so that a leader's timeout reaches its waiters
+    /// before they give up on it.
     pub fn new(max_bytes: u64, wait_limit: Duration, metrics: Arc<Metrics>) -> Option<Self> {
         if max_bytes == 0 {
             return None;

@@ -146,7 +146,7 @@ impl Application {
             routes: routes.clone(),
             cache: AnswerCache::new(
                 config.cache_max_bytes,
-                config.upstream_timeout(),
+                2 * (config.connect_timeout() + config.upstream_timeout()),
                 metrics.clone(),
             )
             .map(Arc::new),
