@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The checked-query data of every crate that has a `.sqlx/` folder (what `sqlx::query!` and
 # friends read when building without a database) must be what the crate's statements and
-# migrations give today. Starts a throwaway PostgreSQL cluster, bootstraps the roles
-# (deploy/postgres/bootstrap.sql), applies each crate's migrations as its schema owner, rebuilds
-# the crate against the live database with the query data written to a temporary folder, and
-# compares that folder with the committed one.
+# migrations give today: `cargo sqlx prepare --check` (sqlx-cli) against a throwaway PostgreSQL
+# cluster with the roles of deploy/postgres/bootstrap.sql and the crate's migrations applied
+# (`sqlx migrate run`, as the binaries' `migrate` does).
 #
-#   .ci/check-sqlx.sh            fail when a crate's .sqlx/ is stale (missing, extra or changed)
-#   .ci/check-sqlx.sh --write    rewrite the .sqlx/ folders (after changing a statement or a
-#                                migration); commit the result
+#   .ci/check-sqlx.sh            fail when a crate's .sqlx/ is stale (a missing or changed query;
+#                                sqlx-cli only warns about an unused one)
+#   .ci/check-sqlx.sh --write    `cargo sqlx prepare`: rewrite the .sqlx/ folders (after changing
+#                                a statement or a migration); commit the result
 #
+# Installs sqlx-cli (crates.io, the version of sqlx in Cargo.lock) when it is missing.
 # A crate `<name>-service` owns schema `<name>`, migrated by role `<name>_owner` and run as
 # `<name>_app`. The statements are described as `<name>_owner`: the crate also holds the
 # pipeline's writes (seed, import, recount), which PostgreSQL will not even describe to the
@@ -19,16 +20,22 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-mode=check
+check=(--check)
 case "${1:-}" in
   "") ;;
-  --write) mode=write ;;
+  --write) check=() ;;
   *) echo "usage: $0 [--write]" >&2; exit 2 ;;
 esac
 
 # find_pg_bin, as_pg and port_in_use: the helpers the bench scripts start PostgreSQL with.
 source "$root/deploy/bench/lib.sh"
 die() { printf 'check-sqlx: %s\n' "$*" >&2; exit 1; }
+
+# sqlx-cli of the workspace's sqlx version (its query data format follows the macros').
+sqlx_version=$(awk '/^name = "sqlx"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+if [ "$(sqlx --version 2>/dev/null)" != "sqlx-cli $sqlx_version" ]; then
+  cargo install --locked "sqlx-cli@$sqlx_version" --no-default-features --features postgres,rustls
+fi
 
 crates=()
 for dir in */; do
@@ -67,38 +74,12 @@ url() { echo "postgres://$1@127.0.0.1:$port/$database"; }
 "$PSQL" -X -q "postgres://postgres@127.0.0.1:$port/postgres" -c "CREATE DATABASE $database" >/dev/null
 "$PSQL" -X -q -v ON_ERROR_STOP=1 "$(url postgres)" -f deploy/postgres/bootstrap.sql >/dev/null
 
-stale=()
 for crate in "${crates[@]}"; do
-  schema=${crate%-service}
-  package=$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$crate/Cargo.toml" | head -n 1)
-  echo "check-sqlx: $package (schema $schema)"
-  for migration in "$crate"/migrations/*.sql; do
-    # One transaction per file, as sqlx runs it, except for files sqlx runs without one (those
-    # starting "-- no-transaction": CREATE INDEX CONCURRENTLY, batches that COMMIT).
-    single=(-1)
-    head -n 1 "$migration" | grep -q '^-- no-transaction' && single=()
-    "$PSQL" -X -q -v ON_ERROR_STOP=1 "${single[@]}" "$(url "${schema}_owner")" -f "$migration" >/dev/null \
-      || die "migration $migration failed"
-  done
-
-  fresh="$work/$crate.sqlx"
-  mkdir -p "$fresh"
-  # The query macros only write their data when they run: make cargo recompile the crate.
-  find "$crate/src" -name '*.rs' -exec touch {} +
-  SQLX_OFFLINE=false SQLX_OFFLINE_DIR="$fresh" DATABASE_URL="$(url "${schema}_owner")" \
-    cargo check --quiet --locked -p "$package" --all-targets
-
-  if [ "$mode" = write ]; then
-    rm -f "$crate"/.sqlx/query-*.json
-    cp "$fresh"/query-*.json "$crate/.sqlx/" 2>/dev/null || true
-    echo "check-sqlx: wrote $(ls "$crate/.sqlx" | wc -l) files to $crate/.sqlx"
-  elif ! diff -r "$crate/.sqlx" "$fresh" >"$work/$crate.diff"; then
-    cat "$work/$crate.diff"
-    stale+=("$crate")
-  fi
+  owner_url=$(url "${crate%-service}_owner")
+  echo "check-sqlx: $crate"
+  sqlx migrate run --no-dotenv --source "$crate/migrations" --database-url "$owner_url" >/dev/null
+  # Run in the crate's folder: its own .sqlx/, its own targets (tests hold queries too).
+  (cd "$crate" && DATABASE_URL="$owner_url" cargo sqlx prepare "${check[@]}" -- --all-targets --locked --quiet) \
+    || die "stale checked-query data in $crate (run .ci/check-sqlx.sh --write and commit)"
 done
-
-if [ "${#stale[@]}" -gt 0 ]; then
-  die "stale checked-query data in: ${stale[*]} (run .ci/check-sqlx.sh --write and commit)"
-fi
 echo "check-sqlx: ok"
