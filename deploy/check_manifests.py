@@ -2,7 +2,8 @@
 runs it after validating the same files against their schemas). One function per section:
 
   pods        workloads: our images only, hardened securityContext, requests and limits, probes; no Secret committed
-  objects     a PDB per Deployment, HPAs (prod: news 2-20, gateway), the HTTPRoute's public paths, PodMonitors
+  objects     a PDB per Deployment, HPAs (prod: news 2-20, gateway), the HTTPRoute's public paths (no Ingress),
+              PodMonitors
   postgres    CloudNativePG: WAL archiving, daily backups, retention, Guaranteed QoS, storageClass, roles, bootstrap.sql
   netpol      who may reach whom (ingress), egress denied but DNS and what each workload needs, monitoring ports
   compose     docker-compose.yml's ${VAR}s are .env.example's; only the gateway and Jaeger publish ports
@@ -274,6 +275,8 @@ def check_objects(m: Model, overlay: str, docs: list[dict]):
     if overlay == PRODUCTION and (news.get("minReplicas"), news.get("maxReplicas"), "gateway" in hpas) != (2, 20, True):
         yield "prod needs HPAs for the gateway and news-service (minReplicas 2, maxReplicas 20)"
     services = {s["metadata"]["name"]: s for s in kinds(docs, "Service")}
+    for ingress in kinds(docs, "Ingress"):
+        yield f"{name(ingress)}: the public entry is the Gateway API HTTPRoute, not an Ingress"
     for route in kinds(docs, "HTTPRoute"):
         rules = get(route, "spec.rules", [])
         published = {(get(mt, "path.type", "PathPrefix"), get(mt, "path.value", "/"))
@@ -710,6 +713,8 @@ def self_test(model: Model) -> list[str]:
         ("objects", "/metrics", at("HTTPRoute", "gateway", "spec.rules.0.matches.+", {"path": {"value": "/metrics"}})),
         ("objects", "no PodMonitor scrapes the CloudNativePG", at("PodMonitor", "lingonews-pg")),
         ("objects", "has no PodDisruptionBudget", at("PodDisruptionBudget", "gateway")),
+        ("objects", "not an Ingress", lambda m: m.overlays[PRODUCTION].append({"kind": "Ingress", "metadata": {
+            "name": "x", "namespace": "lingonews"}})),
         ("postgres", "no WAL archiving", at("Cluster", "lingonews-pg", "spec.plugins")),
         ("postgres", "no ScheduledBackup", at("ScheduledBackup", "lingonews-pg-daily")),
         ("postgres", "AWS_KEY",
