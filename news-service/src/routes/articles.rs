@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
 use crate::path_params::ArticleIdPath;
-use crate::problems::{ArticleAnswers, ArticleListAnswers};
+use crate::problems::{ArticleListProblems, ArticleProblems};
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
 use crate::views::{Article, ArticlePage};
@@ -77,7 +77,7 @@ struct ListQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        ArticleListAnswers,
+        ArticleListProblems,
     )
 )]
 async fn list_articles(
@@ -130,7 +130,7 @@ async fn list_articles(
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        ArticleAnswers,
+        ArticleProblems,
     )
 )]
 async fn get_article(

@@ -18,7 +18,7 @@ use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
 use crate::path_params::ArticleIdPath;
-use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
+use crate::problems::{CommentProblems, CommentThreadProblems, CreateCommentProblems};
 use crate::query_params::CursorPageQuery;
 use crate::state::AppState;
 use crate::store::articles;
@@ -87,7 +87,7 @@ pub struct CommentInput {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        CommentThreadAnswers,
+        CommentThreadProblems,
     )
 )]
 async fn list_comments(
@@ -148,7 +148,7 @@ async fn list_comments(
                 ("Location" = String, description = "`/v1/news/comments/{id}`."),
                 ("Idempotency-Replayed" = String, description = "`true` on a replayed answer; absent otherwise."),
             )),
-        CreateCommentAnswers,
+        CreateCommentProblems,
     )
 )]
 async fn create_comment(
@@ -235,7 +235,7 @@ fn created_at_of(id: Uuid) -> DateTime<Utc> {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        CommentAnswers,
+        CommentProblems,
     )
 )]
 async fn get_comment(

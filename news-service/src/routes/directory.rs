@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use crate::domain::cursor::{KeysetPaging, ListKind, NameCursor, Position};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::problems::DirectoryAnswers;
+use crate::problems::DirectoryProblems;
 use crate::query_params::CursorPageQuery;
 use crate::state::AppState;
 use crate::store::directory::{
@@ -105,7 +105,7 @@ where
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        DirectoryAnswers,
+        DirectoryProblems,
     )
 )]
 async fn list_organizations(
@@ -171,7 +171,7 @@ struct JournalistsQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        DirectoryAnswers,
+        DirectoryProblems,
     )
 )]
 async fn list_journalists(

@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::path_params::{ArticleIdPath, JournalistIdPath, OrganizationIdPath};
-use crate::problems::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
+use crate::problems::{ArticleEdgeProblems, JournalistEdgeProblems, OrganizationEdgeProblems};
 use crate::state::AppState;
 use crate::store::engagement::{self, Edge};
 
@@ -122,7 +122,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller likes the article.", body = LikeState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     like => Edge::Like, true;
@@ -136,7 +136,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not like the article.", body = LikeState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     unlike => Edge::Like, false;
@@ -150,7 +150,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     bookmark => Edge::Bookmark, true;
@@ -164,7 +164,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     unbookmark => Edge::Bookmark, false;
@@ -178,7 +178,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
-            JournalistEdgeAnswers,
+            JournalistEdgeProblems,
         )
     )]
     follow_journalist => Edge::FollowJournalist, true;
@@ -192,7 +192,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
-            JournalistEdgeAnswers,
+            JournalistEdgeProblems,
         )
     )]
     unfollow_journalist => Edge::FollowJournalist, false;
@@ -206,7 +206,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
-            OrganizationEdgeAnswers,
+            OrganizationEdgeProblems,
         )
     )]
     follow_organization => Edge::FollowOrganization, true;
@@ -220,7 +220,7 @@ edge_handlers! {
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
-            OrganizationEdgeAnswers,
+            OrganizationEdgeProblems,
         )
     )]
     unfollow_organization => Edge::FollowOrganization, false;

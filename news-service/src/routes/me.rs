@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use crate::domain::cursor::{BookmarkCursor, KeysetPaging, ListKind, ListPaging};
 use crate::error::Result;
-use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
+use crate::problems::{FeedProblems, PrivatePageProblems, PrivateProblems};
 use crate::query_params::CursorPageQuery;
 use crate::state::AppState;
 use crate::store::articles::{self, ListSpec};
@@ -49,7 +49,7 @@ pub fn router() -> OpenApiRouter<AppState> {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        PrivatePageAnswers,
+        PrivatePageProblems,
     )
 )]
 async fn my_bookmarks(
@@ -88,7 +88,7 @@ pub struct Following {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        PrivateAnswers,
+        PrivateProblems,
     )
 )]
 async fn my_following(
@@ -135,7 +135,7 @@ struct FeedQuery {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        FeedAnswers,
+        FeedProblems,
     )
 )]
 async fn my_feed(

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query, parse_time};
 use crate::error::Result;
-use crate::problems::SearchAnswers;
+use crate::problems::SearchProblems;
 use crate::state::AppState;
 use crate::store::search;
 use crate::views::SearchPage;
@@ -129,7 +129,7 @@ impl SearchQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        SearchAnswers,
+        SearchProblems,
     )
 )]
 async fn search_articles(
