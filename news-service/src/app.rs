@@ -25,7 +25,7 @@ pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 /// metrics and the document answer under overload and while the database is down.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let (api, _) = routes::resources().split_for_parts();
-    let (document, _) = routes::document::router().split_for_parts();
+    let (document, _) = routes::document().split_for_parts();
     let api = shared_auth::http::load::guard(api, limits);
     let api = shared_auth::pg::pool_pressure::track(
         api,

@@ -53,7 +53,7 @@ struct ListQuery {
 /// `Cache-Control: private, no-store` and carry `viewer`.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles",
+    path = "/articles",
     operation_id = "news_list_articles",
     tag = "news-articles",
     params(ListQuery, IfNoneMatch),
@@ -118,7 +118,7 @@ async fn list_articles(
 /// One article with its body; cacheable like the list.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles/{article_id}",
+    path = "/articles/{article_id}",
     operation_id = "news_get_article",
     tag = "news-articles",
     params(ArticleIdPath, IfNoneMatch),

@@ -70,7 +70,7 @@ pub struct CommentInput {
 /// cursor, or another list's, is 400 `invalid_cursor`.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles/{article_id}/comments",
+    path = "/articles/{article_id}/comments",
     operation_id = "news_list_comments",
     tag = "news-comments",
     params(ArticleIdPath, CursorPageQuery, IfNoneMatch),
@@ -129,7 +129,7 @@ async fn list_comments(
 /// Write a comment (or a reply), optionally idempotent with `Idempotency-Key`.
 #[utoipa::path(
     post,
-    path = "/v1/news/comments",
+    path = "/comments",
     operation_id = "news_create_comment",
     tag = "news-comments",
     params(IdempotencyKeyHeader),
@@ -223,7 +223,7 @@ fn created_at_of(id: Uuid) -> DateTime<Utc> {
 /// One comment; cacheable like the article reads.
 #[utoipa::path(
     get,
-    path = "/v1/news/comments/{comment_id}",
+    path = "/comments/{comment_id}",
     operation_id = "news_get_comment",
     tag = "news-comments",
     params(("comment_id" = String, Path, min_length = 1, description = "A comment id (a UUIDv7; any other string is an unknown comment)."), IfNoneMatch),

@@ -87,7 +87,7 @@ where
 /// Walk the whole directory with `cursor`; `offset` only reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/organizations",
+    path = "/organizations",
     operation_id = "news_list_organizations",
     tag = "news-directory",
     params(CursorPageQuery, IfNoneMatch),
@@ -153,7 +153,7 @@ struct JournalistsQuery {
 /// Walk the whole list with `cursor`; `offset` only reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/journalists",
+    path = "/journalists",
     operation_id = "news_list_journalists",
     tag = "news-directory",
     params(JournalistsQuery, IfNoneMatch),

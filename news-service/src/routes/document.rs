@@ -20,7 +20,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// it refuses an invalid one (fail closed).
 #[utoipa::path(
     get,
-    path = "/v1/news/openapi.json",
+    path = "/openapi.json",
     operation_id = "news_openapi",
     tag = "news-meta",
     params(IfNoneMatch),

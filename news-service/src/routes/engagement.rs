@@ -115,7 +115,7 @@ edge_handlers! {
     /// Like an article (idempotent: a repeat changes nothing).
     #[utoipa::path(
         post,
-        path = "/v1/news/articles/{article_id}/like",
+        path = "/articles/{article_id}/like",
         operation_id = "news_like_article",
         tag = "news-engagement",
         params(ArticleIdPath),
@@ -129,7 +129,7 @@ edge_handlers! {
     /// Remove the caller's like (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/articles/{article_id}/like",
+        path = "/articles/{article_id}/like",
         operation_id = "news_unlike_article",
         tag = "news-engagement",
         params(ArticleIdPath),
@@ -143,7 +143,7 @@ edge_handlers! {
     /// Bookmark an article (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/articles/{article_id}/bookmark",
+        path = "/articles/{article_id}/bookmark",
         operation_id = "news_bookmark_article",
         tag = "news-engagement",
         params(ArticleIdPath),
@@ -157,7 +157,7 @@ edge_handlers! {
     /// Remove the caller's bookmark (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/articles/{article_id}/bookmark",
+        path = "/articles/{article_id}/bookmark",
         operation_id = "news_unbookmark_article",
         tag = "news-engagement",
         params(ArticleIdPath),
@@ -171,7 +171,7 @@ edge_handlers! {
     /// Follow a journalist (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/journalists/{journalist_id}/follow",
+        path = "/journalists/{journalist_id}/follow",
         operation_id = "news_follow_journalist",
         tag = "news-engagement",
         params(JournalistIdPath),
@@ -185,7 +185,7 @@ edge_handlers! {
     /// Stop following a journalist (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/journalists/{journalist_id}/follow",
+        path = "/journalists/{journalist_id}/follow",
         operation_id = "news_unfollow_journalist",
         tag = "news-engagement",
         params(JournalistIdPath),
@@ -199,7 +199,7 @@ edge_handlers! {
     /// Follow an organisation (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/organizations/{organization_id}/follow",
+        path = "/organizations/{organization_id}/follow",
         operation_id = "news_follow_organization",
         tag = "news-engagement",
         params(OrganizationIdPath),
@@ -213,7 +213,7 @@ edge_handlers! {
     /// Stop following an organisation (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/organizations/{organization_id}/follow",
+        path = "/organizations/{organization_id}/follow",
         operation_id = "news_unfollow_organization",
         tag = "news-engagement",
         params(OrganizationIdPath),

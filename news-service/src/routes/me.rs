@@ -34,7 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/me/bookmarks",
+    path = "/me/bookmarks",
     operation_id = "news_list_my_bookmarks",
     tag = "news-me",
     params(CursorPageQuery),
@@ -78,7 +78,7 @@ pub struct Following {
 /// The journalists and organisations the caller follows (not paged).
 #[utoipa::path(
     get,
-    path = "/v1/news/me/following",
+    path = "/me/following",
     operation_id = "news_list_my_following",
     tag = "news-me",
     security(("bearer" = [])),
@@ -124,7 +124,7 @@ struct FeedQuery {
 /// Articles by the journalists or organisations the caller follows, newest first.
 #[utoipa::path(
     get,
-    path = "/v1/news/me/feed",
+    path = "/me/feed",
     operation_id = "news_list_my_feed",
     tag = "news-me",
     params(FeedQuery),

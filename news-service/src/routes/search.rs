@@ -110,7 +110,7 @@ impl SearchQuery {
 /// `Cache-Control: private, no-store` and carry `viewer`.
 #[utoipa::path(
     get,
-    path = "/v1/news/search",
+    path = "/search",
     operation_id = "news_search",
     tag = "news-articles",
     params(SearchQuery, IfNoneMatch),
