@@ -41,7 +41,7 @@ pub use db::migrate;
 pub use error::{Error, ErrorCode, Result};
 pub use import::{ImportSummary, import};
 pub use openapi::openapi;
-pub use read_routing::Pools;
+pub use read_routing::Db;
 pub use recount::{RecountSummary, recount};
 pub use seed::seed;
 pub use state::{ApiDocument, AppState};

@@ -13,7 +13,7 @@ use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
 use crate::path_params::ArticleIdPath;
 use crate::problems::{ArticleListProblems, ArticleProblems};
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
 use crate::views::{Article, ArticlePage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
@@ -81,7 +81,7 @@ struct ListQuery {
     )
 )]
 async fn list_articles(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
@@ -106,8 +106,7 @@ async fn list_articles(
         ..ListSpec::default()
     };
     let (spec, paging) = (&spec, &paging);
-    let page = state
-        .pools
+    let page = db
         .read(signed_in, |pool| async move {
             articles::page(&pool, ListKind::Articles, spec.clone(), paging).await
         })
@@ -134,15 +133,14 @@ async fn list_articles(
     )
 )]
 async fn get_article(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(article_id): PathId,
 ) -> Result<Response> {
     let viewer = caller.map(|c| c.sub);
     let (id, viewer_id) = (article_id.as_str(), viewer.as_deref());
-    let article = state
-        .pools
+    let article = db
         .read(viewer.is_some(), |pool| async move {
             articles::find(&pool, id, viewer_id).await
         })

@@ -20,7 +20,7 @@ use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create}
 use crate::path_params::ArticleIdPath;
 use crate::problems::{CommentProblems, CommentThreadProblems, CreateCommentProblems};
 use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
 use crate::views::{Comment, CursorPage};
@@ -91,7 +91,7 @@ pub struct CommentInput {
     )
 )]
 async fn list_comments(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(article_id): PathId,
@@ -110,8 +110,7 @@ async fn list_comments(
         return Err(ErrorCode::ArticleNotFound.into());
     }
     let (article, paging) = (article_id.as_str(), &paging);
-    let (page, exists) = state
-        .pools
+    let (page, exists) = db
         .read(caller.is_some(), |pool| async move {
             let page = store::thread_page(&pool, article, paging).await?;
             // An empty page is either an article without comments or no article at all
@@ -152,7 +151,7 @@ async fn list_comments(
     )
 )]
 async fn create_comment(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Json(input): Json<CommentInput>,
@@ -160,7 +159,7 @@ async fn create_comment(
     let key = idempotency::key_from_headers(&headers)?;
     let text = validate_text(&input.text).map_err(|e| Problem::validation(vec![e]))?;
     idempotent_create(
-        &state.pools.primary,
+        &db.primary,
         &caller.sub,
         key.as_deref(),
         &input,
@@ -239,15 +238,14 @@ fn created_at_of(id: Uuid) -> DateTime<Utc> {
     )
 )]
 async fn get_comment(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(comment_id): PathId,
 ) -> Result<Response> {
     // Ids are opaque strings: one not written as we write ours names no comment.
     let id = created_id(&comment_id).ok_or(ErrorCode::CommentNotFound)?;
-    let comment = state
-        .pools
+    let comment = db
         .read(caller.is_some(), |pool| async move {
             store::find(&pool, id).await
         })

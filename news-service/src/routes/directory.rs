@@ -18,7 +18,7 @@ use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::problems::DirectoryProblems;
 use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::directory::{
     self, Directory, DirectoryPage, JOURNALISTS, ORGANIZATIONS, Selection,
 };
@@ -34,7 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A cacheable page of one directory list, with the viewer's column for a caller. `paging`
 /// was parsed for this list; `name_and_id` reads a row's keys for the cursor after it.
 async fn list_page<T>(
-    state: &AppState,
+    db: &Db,
     caller: Option<shared_auth::Caller>,
     headers: &HeaderMap,
     (list, kind): (&Directory, ListKind),
@@ -61,12 +61,10 @@ where
     let rows: Vec<T> = match organization_id {
         Some(id) if !can_exist(id) => Vec::new(),
         _ => {
-            state
-                .pools
-                .read(viewer.is_some(), |pool| async move {
-                    directory::list(&pool, list, selection, viewer_id, Some(page)).await
-                })
-                .await?
+            db.read(viewer.is_some(), |pool| async move {
+                directory::list(&pool, list, selection, viewer_id, Some(page)).await
+            })
+            .await?
         }
     };
     let page = CursorPage::from_rows(rows, paging.paging, paging.after.is_some(), |last| {
@@ -109,7 +107,7 @@ where
     )
 )]
 async fn list_organizations(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<CursorPageQuery>,
@@ -117,7 +115,7 @@ async fn list_organizations(
     let kind = ListKind::Organizations;
     let paging = KeysetPaging::parse(kind, query.limit, query.offset, query.cursor.as_deref())?;
     list_page(
-        &state,
+        &db,
         caller,
         &headers,
         (&ORGANIZATIONS, kind),
@@ -175,7 +173,7 @@ struct JournalistsQuery {
     )
 )]
 async fn list_journalists(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<JournalistsQuery>,
@@ -194,7 +192,7 @@ async fn list_journalists(
         None => Selection::All,
     };
     list_page(
-        &state,
+        &db,
         caller,
         &headers,
         (&JOURNALISTS, kind),

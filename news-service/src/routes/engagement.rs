@@ -19,7 +19,7 @@ use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::path_params::{ArticleIdPath, JournalistIdPath, OrganizationIdPath};
 use crate::problems::{ArticleEdgeProblems, JournalistEdgeProblems, OrganizationEdgeProblems};
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::engagement::{self, Edge};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -73,17 +73,11 @@ pub struct OrganizationFollowState {
 }
 
 /// Sets or clears the caller's edge to `target` and answers the edge's state and count.
-async fn answer(
-    edge: Edge,
-    state: &AppState,
-    target: String,
-    user: &str,
-    on: bool,
-) -> Result<Json<Value>> {
+async fn answer(edge: Edge, db: &Db, target: String, user: &str, on: bool) -> Result<Json<Value>> {
     if !can_exist(&target) {
         return Err(edge.not_found().into());
     }
-    let mut tx = begin_within_deadline(&state.pools.primary).await?;
+    let mut tx = begin_within_deadline(&db.primary).await?;
     engagement::take_turn(&mut *tx, edge, &target, user).await?;
     if !engagement::set(&mut *tx, edge, &target, user, on).await? {
         return Err(edge.not_found().into());
@@ -101,12 +95,12 @@ macro_rules! edge_handlers {
     ($($(#[$meta:meta])* $name:ident => $edge:expr, $on:expr;)*) => {$(
         $(#[$meta])*
         async fn $name(
-            State(state): State<AppState>,
+            State(db): State<Db>,
             RequiredCaller(caller): RequiredCaller,
             PathId(id): PathId,
             _: NoBody,
         ) -> Result<Json<Value>> {
-            answer($edge, &state, id, &caller.sub, $on).await
+            answer($edge, &db, id, &caller.sub, $on).await
         }
     )*};
 }

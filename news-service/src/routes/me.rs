@@ -13,7 +13,7 @@ use crate::domain::cursor::{BookmarkCursor, KeysetPaging, ListKind, ListPaging};
 use crate::error::Result;
 use crate::problems::{FeedProblems, PrivatePageProblems, PrivateProblems};
 use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
 use crate::views::{ArticlePage, Journalist, Organization};
@@ -53,7 +53,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     )
 )]
 async fn my_bookmarks(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Query(query): Query<CursorPageQuery>,
@@ -64,7 +64,7 @@ async fn my_bookmarks(
         query.offset,
         query.cursor.as_deref(),
     )?;
-    let page = articles::bookmarked_by(&state.pools.primary, &caller.sub, &paging).await?;
+    let page = articles::bookmarked_by(&db.primary, &caller.sub, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }
 
@@ -92,12 +92,11 @@ pub struct Following {
     )
 )]
 async fn my_following(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let (journalists, organizations) =
-        directory::followed_by(&state.pools.primary, &caller.sub).await?;
+    let (journalists, organizations) = directory::followed_by(&db.primary, &caller.sub).await?;
     let following = Following {
         journalists,
         organizations,
@@ -139,7 +138,7 @@ struct FeedQuery {
     )
 )]
 async fn my_feed(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Query(query): Query<FeedQuery>,
@@ -155,6 +154,6 @@ async fn my_feed(
         followed_by: Some(caller.sub),
         ..ListSpec::default()
     };
-    let page = articles::page(&state.pools.primary, ListKind::Feed, spec, &paging).await?;
+    let page = articles::page(&db.primary, ListKind::Feed, spec, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query, parse_time};
 use crate::error::Result;
 use crate::problems::SearchProblems;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store::search;
 use crate::views::SearchPage;
 
@@ -133,7 +133,7 @@ impl SearchQuery {
     )
 )]
 async fn search_articles(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
@@ -149,8 +149,7 @@ async fn search_articles(
     let viewer = caller.map(|c| c.sub);
     let signed_in = viewer.is_some();
     let (spec, viewer) = (&spec, viewer.as_deref());
-    let page: SearchPage = state
-        .pools
+    let page: SearchPage = db
         .read(signed_in, |pool| async move {
             search::page(&pool, spec, limit, viewer).await
         })
