@@ -9,13 +9,13 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::domain::articles::{Article, ArticlePage};
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
 use crate::path_params::ArticleIdPath;
 use crate::problems::{ArticleListProblems, ArticleProblems};
 use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
-use crate::views::{Article, ArticlePage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::PathId;
 

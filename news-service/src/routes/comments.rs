@@ -12,18 +12,16 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::domain::comments::{placement, validate_text};
-use crate::domain::cursor::{KeysetPaging, ListKind, ThreadCursor};
+use crate::domain::comments::{Comment, placement, validate_text};
+use crate::domain::cursor::{CursorPage, CursorPageQuery, KeysetPaging, ListKind, ThreadCursor};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
 use crate::path_params::ArticleIdPath;
 use crate::problems::{CommentProblems, CommentThreadProblems, CreateCommentProblems};
-use crate::query_params::CursorPageQuery;
 use crate::state::{AppState, Db};
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
-use crate::views::{Comment, CursorPage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::{PathId, created_id};
 

@@ -13,16 +13,17 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::{KeysetPaging, ListKind, NameCursor, Position};
+use crate::domain::cursor::{
+    CursorPage, CursorPageQuery, KeysetPaging, ListKind, NameCursor, Position,
+};
+use crate::domain::directory::{Journalist, Organization};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::problems::DirectoryProblems;
-use crate::query_params::CursorPageQuery;
 use crate::state::{AppState, Db};
 use crate::store::directory::{
     self, Directory, DirectoryPage, JOURNALISTS, ORGANIZATIONS, Selection,
 };
-use crate::views::{CursorPage, Journalist, Organization};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {

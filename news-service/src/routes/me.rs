@@ -9,14 +9,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::{BookmarkCursor, KeysetPaging, ListKind, ListPaging};
+use crate::domain::articles::ArticlePage;
+use crate::domain::cursor::{BookmarkCursor, CursorPageQuery, KeysetPaging, ListKind, ListPaging};
+use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
 use crate::problems::{FeedProblems, PrivatePageProblems, PrivateProblems};
-use crate::query_params::CursorPageQuery;
 use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
-use crate::views::{ArticlePage, Journalist, Organization};
 use shared_auth::http::cache::json_read;
 
 pub fn router() -> OpenApiRouter<AppState> {

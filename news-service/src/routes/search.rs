@@ -12,12 +12,12 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::domain::search::SearchPage;
 use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query, parse_time};
 use crate::error::Result;
 use crate::problems::SearchProblems;
 use crate::state::{AppState, Db};
 use crate::store::search;
-use crate::views::SearchPage;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_articles))
