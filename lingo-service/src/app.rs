@@ -34,7 +34,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// `routes/`, with the request-id and problem middleware outermost. Only the resources are under
 /// `limits` and the pool-pressure check, so health checks and metrics answer under overload.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
-    let pools = vec![("primary", state.db.clone())];
+    let pools = vec![("primary", state.db.primary.clone())];
     let every = CheckEvery {
         timeout: READY_TIMEOUT,
         ..CheckEvery::default()
@@ -47,7 +47,8 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let health = shared_auth::pg::health::router_for(pool_health, DATABASE_RETRY_AFTER_SECS);
     let (resources, document) = openapi::documented_routes();
     let resources = shared_auth::http::load::guard(resources, limits);
-    let resources = shared_auth::pg::pool_pressure::track(resources, vec![state.db.clone()]);
+    let resources =
+        shared_auth::pg::pool_pressure::track(resources, vec![state.db.primary.clone()]);
     let routes = resources.merge(openapi::router(document)).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics)
         .layer(middleware::from_fn(private_answers))
@@ -109,7 +110,10 @@ impl Application {
         Ok(Self {
             listener,
             local_addr,
-            state: AppState { db, verifier },
+            state: AppState {
+                db: db::Db { primary: db },
+                verifier,
+            },
             cleanup,
             limits: config.load_limits(),
             header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
@@ -126,7 +130,7 @@ impl Application {
 
     /// The runtime pool (role `lingo_app`).
     pub fn pool(&self) -> &PgPool {
-        &self.state.db
+        &self.state.db.primary
     }
 
     /// Serves until SIGINT or SIGTERM, then drains in-flight requests.
@@ -141,7 +145,7 @@ impl Application {
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr, "lingo-service listening");
-        let db = self.state.db.clone();
+        let db = self.state.db.primary.clone();
         let router = router(self.state, self.limits);
         let served = shared_auth::http::serve::serve(
             self.listener,

@@ -9,6 +9,15 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 pub const SCHEMA: &str = "lingo";
 
+/// The database as a handler reaches it: `State<Db>`, taken from `AppState`. The same handle
+/// as news-service's, where `Db` also routes anonymous reads to a read replica; lingo has no
+/// replica, so writes and reads all use `primary`.
+#[derive(Clone, Debug)]
+pub struct Db {
+    /// The runtime pool (role `lingo_app`).
+    pub primary: PgPool,
+}
+
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
     shared_auth::pg::pool::connect_options(url, SCHEMA)
 }

@@ -29,7 +29,7 @@ pub mod store;
 
 pub use app::{Application, MAX_BODY_BYTES, router};
 pub use config::{Config, ServeConfig};
-pub use db::migrate;
+pub use db::{Db, migrate};
 pub use error::{Error, ErrorCode, Result};
 pub use openapi::openapi;
 pub use seed::{SeedSummary, seed, seed_demo_sessions, seed_with};

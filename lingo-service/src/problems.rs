@@ -2,6 +2,9 @@
 //! error set, named for what it covers, so a handler says `responses((status = 200, ...),
 //! ListProblems)` instead of repeating the same lines. What every operation can answer (401,
 //! 500, 503) is added to all of them by `openapi.rs`.
+//!
+//! Sets are named `<Kind>Problems` in both services: they hold an operation's non-2xx outcomes
+//! (problem details, and the 304 of a cached read), while "answer" would also cover its 2xx.
 
 use std::collections::BTreeMap;
 

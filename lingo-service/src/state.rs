@@ -1,15 +1,17 @@
-//! What every handler can reach: the runtime pool and the token verifier, each extractable on
-//! its own with `State<_>` (`FromRef`).
+//! What every handler can reach: the database handle and the token verifier, each extractable on
+//! its own with `State<_>` (`FromRef`). Handlers take `State<Db>`, never a pool or the whole
+//! state.
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
 use shared_auth::Verifier;
-use sqlx::PgPool;
+
+pub use crate::db::Db;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub db: PgPool,
+    pub db: Db,
     pub verifier: Arc<Verifier>,
 }
 
@@ -19,7 +21,7 @@ impl FromRef<AppState> for Arc<Verifier> {
     }
 }
 
-impl FromRef<AppState> for PgPool {
+impl FromRef<AppState> for Db {
     fn from_ref(state: &AppState) -> Self {
         state.db.clone()
     }

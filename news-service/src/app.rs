@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
-use crate::state::{ApiDocument, AppState, Pools};
+use crate::state::{ApiDocument, AppState, Db};
 use crate::{counter_fold, db, idempotency, openapi, routes};
 
 /// Request bodies are at most 128 KiB, the limit shared by both services.
@@ -25,18 +25,17 @@ pub const MAX_BODY_BYTES: usize = shared_auth::http::stack::MAX_BODY_BYTES;
 /// metrics and the document answer under overload and while the database is down.
 pub fn router(state: AppState, limits: LoadLimits) -> Router {
     let (api, _) = routes::resources().split_for_parts();
-    let (document, _) = routes::document::router().split_for_parts();
+    let (document, _) = routes::document().split_for_parts();
     let api = shared_auth::http::load::guard(api, limits);
     let api = shared_auth::pg::pool_pressure::track(
         api,
-        vec![state.pools.primary.clone(), state.pools.read.clone()],
+        vec![state.db.primary.clone(), state.db.read.clone()],
     );
-    let metrics = HttpMetrics::with_extra("news", state.pools.named(), |registry| {
-        state.pools.register_metrics(registry);
+    let metrics = HttpMetrics::with_extra("news", state.db.named(), |registry| {
+        state.db.register_metrics(registry);
     });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
-    let health =
-        shared_auth::pg::health::router_for(state.pools.health(), DATABASE_RETRY_AFTER_SECS);
+    let health = shared_auth::pg::health::router_for(state.db.health(), DATABASE_RETRY_AFTER_SECS);
     let routes = api.merge(document).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics).with_state(state)
 }
@@ -72,7 +71,7 @@ impl Application {
             })?;
             db::migrate(owner).await?;
         }
-        let pools = Pools::connect(
+        let db = Db::connect(
             &config.database_url,
             config.database_read_url.as_deref(),
             config.db_max_connections,
@@ -84,17 +83,17 @@ impl Application {
         )?;
         let verifier = Verifier::from_config(&config.auth).await?;
         let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
-            pools.primary.clone(),
+            db.primary.clone(),
             Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
         )));
         let folder = (config.counter_fold_interval_ms > 0).then(|| {
             AbortOnDrop(tokio::spawn(counter_fold::fold_task(
-                pools.primary.clone(),
+                db.primary.clone(),
                 Duration::from_millis(config.counter_fold_interval_ms),
             )))
         });
         let state = AppState {
-            pools,
+            db,
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
         };

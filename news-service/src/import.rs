@@ -12,10 +12,10 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sqlx::PgPool;
 
-use crate::curated::{
+use crate::db;
+use crate::domain::curated::{
     ArticleRecord, JournalistRecord, Kind, OrganizationRecord, Record, UpsertCounts,
 };
-use crate::db;
 use crate::store::curated::{upsert_articles, upsert_journalists, upsert_organizations};
 
 const BATCH: usize = 1_000;

@@ -9,15 +9,15 @@
 //! every token itself through shared-auth.
 //!
 //! Where things live: `routes/` (HTTP only, one module per resource), `store/` (all SQL),
-//! `domain/` (pure rules), `views` (the answer shapes several routes share), `path_params` and
-//! `query_params` (the parameters several routes share), `error` (the
-//! error enum and codes), `problems` (the catalogue of problem answers), `openapi` (the
-//! document), `read_routing` (which database serves a read), `app` (the service skeleton).
+//! `domain/` (pure rules and the resource shapes clients see), `path_params` (the path
+//! parameters several routes share), `error` (the error enum and codes), `problems` (the
+//! catalogue of problem answers), `openapi` (the document), `read_routing` (the database handle
+//! `Db` and which database serves a read), `state` (what handlers reach), `app` (the service
+//! skeleton).
 
 pub mod app;
 pub mod config;
 pub mod counter_fold;
-pub mod curated;
 pub mod db;
 pub mod domain;
 pub mod error;
@@ -26,14 +26,12 @@ pub mod import;
 pub mod openapi;
 pub mod path_params;
 pub mod problems;
-pub mod query_params;
 pub mod read_routing;
 pub mod recount;
 pub mod routes;
 pub mod seed;
 pub mod state;
 pub mod store;
-pub mod views;
 
 pub use app::{Application, MAX_BODY_BYTES, router};
 pub use config::ServeConfig;
@@ -41,7 +39,7 @@ pub use db::migrate;
 pub use error::{Error, ErrorCode, Result};
 pub use import::{ImportSummary, import};
 pub use openapi::openapi;
-pub use read_routing::Pools;
+pub use read_routing::Db;
 pub use recount::{RecountSummary, recount};
 pub use seed::seed;
 pub use state::{ApiDocument, AppState};

@@ -1,7 +1,10 @@
 //! The catalogue of problem answers the OpenAPI annotations list: each answer declared once
 //! (status, description, headers), grouped into one `IntoResponses` set per kind of operation,
-//! so a handler says `responses((status = 200, ...), ArticleAnswers)` instead of repeating the
+//! so a handler says `responses((status = 200, ...), ArticleProblems)` instead of repeating the
 //! same lines. A 404's text comes from its [`ErrorCode`].
+//!
+//! Sets are named `<Kind>Problems` in both services: they hold an operation's non-2xx outcomes
+//! (problem details, and the 304 of a cached read), while "answer" would also cover its 2xx.
 
 use std::collections::BTreeMap;
 
@@ -53,7 +56,7 @@ trait CatalogueEntry {
     fn response() -> RefOr<ApiResponse>;
 }
 
-macro_rules! problem_answers {
+macro_rules! catalogue_entries {
     ($($name:ident => $status:literal, $description:expr $(, $header:expr)*;)*) => {$(
         pub struct $name;
 
@@ -66,7 +69,7 @@ macro_rules! problem_answers {
     )*};
 }
 
-problem_answers! {
+catalogue_entries! {
     BadListQuery => "400", "`invalid_query`: a query parameter is malformed or out of range, or \
         both `offset` and `cursor` were given. `invalid_cursor`: the cursor does not decode, or \
         belongs to another list or other filters.";
@@ -121,9 +124,9 @@ impl CatalogueEntry for NotModified {
     }
 }
 
-/// Declares the answer sets: each one lists, for `responses(...)`, every non-2xx status an
+/// Declares the problem sets: each one lists, for `responses(...)`, every non-2xx status an
 /// operation of its kind can produce.
-macro_rules! answer_sets {
+macro_rules! problem_sets {
     ($($(#[$doc:meta])* $name:ident = [$($entry:ident),* $(,)?];)*) => {$(
         $(#[$doc])*
         pub struct $name;
@@ -136,41 +139,41 @@ macro_rules! answer_sets {
     )*};
 }
 
-answer_sets! {
+problem_sets! {
     /// A cacheable article list (offset or cursor paging).
-    ArticleListAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    ArticleListProblems = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
     /// A cacheable page of search matches (cursor paging only).
-    SearchAnswers = [NotModified, BadSearchQuery, Unauthorized, Internal, Unavailable];
+    SearchProblems = [NotModified, BadSearchQuery, Unauthorized, Internal, Unavailable];
     /// One cacheable article.
-    ArticleAnswers = [NotModified, Unauthorized, ArticleNotFound, Internal, Unavailable];
+    ArticleProblems = [NotModified, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// A cacheable page of an article's comments (offset or cursor paging).
-    CommentThreadAnswers =
+    CommentThreadProblems =
         [NotModified, BadListQuery, Unauthorized, ArticleNotFound, Internal, Unavailable];
     /// One cacheable comment.
-    CommentAnswers = [NotModified, Unauthorized, CommentNotFound, Internal, Unavailable];
+    CommentProblems = [NotModified, Unauthorized, CommentNotFound, Internal, Unavailable];
     /// Writing a comment.
-    CreateCommentAnswers = [
+    CreateCommentProblems = [
         BadCommentRequest, Unauthorized, IdempotencyInUse, PayloadTooLarge, UnsupportedMediaType,
         CommentRejected, Internal, Unavailable,
     ];
     /// Adding or removing a like or bookmark of an article (no body; one sent anyway must be
     /// JSON of at most 128 KiB).
-    ArticleEdgeAnswers =
+    ArticleEdgeProblems =
         [Unauthorized, ArticleNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// Following or unfollowing a journalist.
-    JournalistEdgeAnswers =
+    JournalistEdgeProblems =
         [Unauthorized, JournalistNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// Following or unfollowing an organisation.
-    OrganizationEdgeAnswers =
+    OrganizationEdgeProblems =
         [Unauthorized, OrganizationNotFound, PayloadTooLarge, UnsupportedMediaType, Internal, Unavailable];
     /// A cacheable directory page (offset or cursor paging).
-    DirectoryAnswers = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
+    DirectoryProblems = [NotModified, BadListQuery, Unauthorized, Internal, Unavailable];
     /// A page of the caller's own list (offset or cursor paging).
-    PrivatePageAnswers = [BadListQuery, Unauthorized, Internal, Unavailable];
+    PrivatePageProblems = [BadListQuery, Unauthorized, Internal, Unavailable];
     /// The caller's own, unpaged list.
-    PrivateAnswers = [Unauthorized, Internal, Unavailable];
+    PrivateProblems = [Unauthorized, Internal, Unavailable];
     /// A page of the caller's feed (offset or cursor paging).
-    FeedAnswers = [BadListQuery, Unauthorized, Internal, Unavailable];
+    FeedProblems = [BadListQuery, Unauthorized, Internal, Unavailable];
     /// This document.
-    DocumentAnswers = [NotModified, Unauthorized];
+    DocumentProblems = [NotModified, Unauthorized];
 }

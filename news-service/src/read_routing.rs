@@ -81,16 +81,18 @@ impl DatabaseFailure for crate::error::Error {
     }
 }
 
-/// The two pools and the routing between them; cheap to clone.
+/// The database as a handler reaches it: `State<Db>`, taken from `AppState`, the same handle as
+/// lingo-service's. Writes and a signed-in caller's own lists use `primary`; a read anyone may
+/// make goes through [`Db::read`], which picks the node. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Pools {
+pub struct Db {
     pub primary: PgPool,
     /// The read pool: a replica, or the primary itself when none is configured.
     pub read: PgPool,
     routing: Arc<Routing>,
 }
 
-impl Pools {
+impl Db {
     /// Lazy pools for `database_url` and, when given, `read_url`, with their background check.
     /// Both pools get `timeouts.statement`; the read pool keeps its own short acquire timeout,
     /// so a read falls back to the primary quickly.

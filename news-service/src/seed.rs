@@ -12,8 +12,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::curated::{ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts};
 use crate::db;
+use crate::domain::curated::{ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts};
 use crate::store::curated::{upsert_articles, upsert_journalists, upsert_organizations};
 
 const SEED: u64 = 0x6e65_7773; // "news"

@@ -1,13 +1,15 @@
-//! What every handler can reach: the two pools (with the routing of reads between them, see
-//! `read_routing`), the token verifier and the OpenAPI document. Route modules depend on it and
-//! never on the crate root that assembles them.
+//! What every handler can reach: the database handle (the two pools and the routing of reads
+//! between them, see `read_routing`), the token verifier and the OpenAPI document, each
+//! extractable on its own with `State<_>` (`FromRef`). Handlers take `State<Db>`, never a pool
+//! or the whole state. Route modules depend on it and never on the crate root that assembles
+//! them.
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
 use shared_auth::Verifier;
 
-pub use crate::read_routing::Pools;
+pub use crate::read_routing::Db;
 
 /// The service's OpenAPI document, built once from the routers and served as it is.
 #[derive(Clone)]
@@ -15,7 +17,7 @@ pub struct ApiDocument(pub Arc<utoipa::openapi::OpenApi>);
 
 #[derive(Clone)]
 pub struct AppState {
-    pub pools: Pools,
+    pub db: Db,
     pub verifier: Arc<Verifier>,
     pub document: ApiDocument,
 }
@@ -26,9 +28,9 @@ impl FromRef<AppState> for Arc<Verifier> {
     }
 }
 
-impl FromRef<AppState> for Pools {
+impl FromRef<AppState> for Db {
     fn from_ref(state: &AppState) -> Self {
-        state.pools.clone()
+        state.db.clone()
     }
 }
 

@@ -10,7 +10,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
-use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -20,7 +19,7 @@ use crate::domain::phrase_progress::{ExportCursor, PhraseProgressRow};
 use crate::domain::progress::LearnerProgress;
 use crate::error::{ErrorCode, Result};
 use crate::problems::ExportProblems;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub const SCOPE: &str = "lingo:analytics";
@@ -89,7 +88,7 @@ struct ExportQuery {
 )]
 async fn export(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<ExportQuery>,
 ) -> Result<Json<Export>> {
     caller.require_scope(SCOPE)?;
@@ -100,7 +99,7 @@ async fn export(
     } = query.read(Cursor::decode, Cursor::since)?;
 
     // Two statements (the horizon must be read before the page's snapshot), one connection.
-    let mut connection = db.acquire().await?;
+    let mut connection = db.primary.acquire().await?;
     let horizon = store::progress::export_horizon(&mut *connection).await?;
     let mut data = store::progress::export_page(
         &mut *connection,
@@ -208,7 +207,7 @@ pub struct PhraseProgressExport {
 )]
 async fn export_phrase_progress(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<ExportQuery>,
 ) -> Result<Json<PhraseProgressExport>> {
     caller.require_scope(SCOPE)?;
@@ -219,7 +218,7 @@ async fn export_phrase_progress(
     } = query.read(ExportCursor::decode, ExportCursor::since)?;
 
     // The horizon first, in a statement of its own (see `export_horizon`).
-    let mut connection = db.acquire().await?;
+    let mut connection = db.primary.acquire().await?;
     let horizon = store::progress::export_horizon(&mut *connection).await?;
     let mut data = store::phrase_progress::export_page(
         &mut *connection,

@@ -6,7 +6,6 @@ use axum::response::Response;
 use serde::Serialize;
 use shared_auth::OptionalCaller;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
-use sqlx::PgPool;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -14,7 +13,7 @@ use utoipa_axum::routes;
 use crate::domain::catalogue::Language;
 use crate::error::Result;
 use crate::problems::NotModified;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -56,10 +55,10 @@ async fn list(
     // An invalid token is refused even here (fail closed); a valid one only makes the answer
     // private.
     OptionalCaller(caller): OptionalCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let data = store::languages::list(&db).await?;
+    let data = store::languages::list(&db.primary).await?;
     let list = LanguageList {
         count: data.len(),
         data,

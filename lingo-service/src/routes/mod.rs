@@ -1,7 +1,7 @@
 //! The HTTP surface of `/v1/lingo`, one module per resource. Each module is a leaf: it declares
-//! its handlers with their OpenAPI annotations in one `router()` (utoipa-axum's `routes!`), reads
-//! and writes through `store/`, applies the rules of `domain/`, and never imports another route
-//! module. The gateway proxies these paths unchanged. Health checks and the document itself are
+//! its handlers with their OpenAPI annotations in one `router()` (utoipa-axum's `routes!`), with
+//! paths relative to [`PREFIX`] (nested below it here), reads and writes through `store/`,
+//! applies the rules of `domain/`, and never imports another route module. The gateway proxies these paths unchanged. Health checks and the document itself are
 //! mounted around these routes by `app.rs`.
 
 pub mod analytics;

@@ -7,7 +7,6 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
-use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -15,7 +14,7 @@ use utoipa_axum::routes;
 use crate::domain::phrase_progress::{MyPhrasesCursor, MyPhrasesFilter, PhraseProgress};
 use crate::error::{ErrorCode, Result};
 use crate::problems::{CursorPagingProblems, LimitProblems};
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -73,7 +72,7 @@ struct MyPhrasesQuery {
 )]
 async fn my_phrases(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<MyPhrasesQuery>,
 ) -> Result<Json<MyPhrases>> {
     if query.offset.is_some() {
@@ -96,7 +95,7 @@ async fn my_phrases(
     };
     let now = Utc::now();
     let mut data = store::phrase_progress::list_for(
-        &db,
+        &db.primary,
         &caller.sub,
         &filter,
         cursor.as_ref(),
@@ -156,7 +155,7 @@ struct MyReviewsQuery {
 )]
 async fn my_reviews(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<MyReviewsQuery>,
 ) -> Result<Json<MyReviews>> {
     let paging = Paging::new(query.limit, None)?;
@@ -166,7 +165,7 @@ async fn my_reviews(
         due_only: true,
     };
     // One snapshot, so `due_total` is never smaller than the page.
-    let mut tx = db.begin().await?;
+    let mut tx = db.primary.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;

@@ -8,7 +8,6 @@ use serde::Deserialize;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::PathId;
 use shared_auth::{OptionalCaller, Query};
-use sqlx::PgPool;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -20,7 +19,7 @@ use crate::domain::cursor::{
 use crate::domain::search::search_text;
 use crate::error::{ErrorCode, Result};
 use crate::problems::{ListProblems, NotModified, PhraseProblems};
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -96,7 +95,7 @@ struct ListQuery {
 )]
 async fn list(
     OptionalCaller(caller): OptionalCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<ListQuery>,
     headers: HeaderMap,
 ) -> Result<Response> {
@@ -114,7 +113,8 @@ async fn list(
     let page = match text {
         None => {
             let after = after.map(|cursor| cursor.id.as_str());
-            let rows = store::phrases::list(&db, language.as_deref(), after, list.paging).await?;
+            let rows =
+                store::phrases::list(&db.primary, language.as_deref(), after, list.paging).await?;
             CursorPage::from_rows(rows, &list, |item| {
                 phrases_cursor(&item.id, language.as_deref(), None)
             })
@@ -122,7 +122,8 @@ async fn list(
         Some(text) => {
             let after = after.and_then(|cursor| Some((cursor.rank?, cursor.id.as_str())));
             let rows =
-                store::phrases::search(&db, &text, language.as_deref(), after, list.paging).await?;
+                store::phrases::search(&db.primary, &text, language.as_deref(), after, list.paging)
+                    .await?;
             let page = CursorPage::from_rows(rows, &list, |(item, rank)| {
                 phrases_cursor(&item.id, language.as_deref(), Some((&text, *rank)))
             });
@@ -167,11 +168,11 @@ fn phrases_cursor(
 )]
 async fn show(
     OptionalCaller(caller): OptionalCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     PathId(phrase_id): PathId,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let phrase = store::phrases::find(&db, &phrase_id)
+    let phrase = store::phrases::find(&db.primary, &phrase_id)
         .await?
         .ok_or(ErrorCode::PhraseNotFound)?;
     Ok(json_read(&headers, caller.is_some(), &phrase))

@@ -6,7 +6,6 @@ use axum::extract::State;
 use chrono::Utc;
 use serde::Serialize;
 use shared_auth::RequiredCaller;
-use sqlx::PgPool;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -15,7 +14,7 @@ use crate::domain::level::{MAX_LEVEL, level_progress};
 use crate::domain::progress::{Counters, LanguageProgress, LanguageXp};
 use crate::domain::streak::streaks;
 use crate::error::Result;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -71,10 +70,10 @@ pub struct Progress {
 )]
 async fn progress(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
 ) -> Result<Json<Progress>> {
     let now = Utc::now();
-    let totals = store::progress::learner_totals(&db, &caller.sub, now).await?;
+    let totals = store::progress::learner_totals(&db.primary, &caller.sub, now).await?;
     let mut all = Counters::default();
     for language in &totals.languages {
         all.add(&language.counters);
@@ -129,8 +128,8 @@ pub struct Xp {
         (status = 200, description = "The caller's XP and level", body = Xp),
     )
 )]
-async fn xp(RequiredCaller(caller): RequiredCaller, State(db): State<PgPool>) -> Result<Json<Xp>> {
-    let by_language = store::progress::xp_by_language(&db, &caller.sub).await?;
+async fn xp(RequiredCaller(caller): RequiredCaller, State(db): State<Db>) -> Result<Json<Xp>> {
+    let by_language = store::progress::xp_by_language(&db.primary, &caller.sub).await?;
     // Summed from the same rows, so the total always equals the per-language parts.
     let total_xp = by_language.iter().map(|l| l.xp).sum();
     let level = level_progress(total_xp);

@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::State;
 use shared_auth::{Query, RequiredCaller};
-use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -13,7 +12,7 @@ use crate::domain::cursor::{
 };
 use crate::error::Result;
 use crate::problems::ListProblems;
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -43,7 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Json<CursorPage<Recommendation>>> {
     let list = query.paging()?;
@@ -54,7 +53,8 @@ async fn list(
         }
         Some(_) => return Err(other_list().into()),
     };
-    let rows = store::recommendations::list_for(&db, &caller.sub, after, list.paging).await?;
+    let rows =
+        store::recommendations::list_for(&db.primary, &caller.sub, after, list.paging).await?;
     Ok(Json(CursorPage::from_rows(rows, &list, |row| {
         ListCursor::Recommendations(RecommendationsCursor {
             score_bits: row.score.to_bits(),

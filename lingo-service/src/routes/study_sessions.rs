@@ -7,7 +7,6 @@ use axum::response::Response;
 use chrono::Utc;
 use shared_auth::http::path_id::{PathId, created_id};
 use shared_auth::{Query, RequiredCaller};
-use sqlx::PgPool;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -21,7 +20,7 @@ use crate::domain::study_session::{
 use crate::error::{ErrorCode, Result};
 use crate::idempotency::{Created, idempotent_create, key_from_headers};
 use crate::problems::{CreateStudySessionProblems, ListProblems, StudySessionProblems};
-use crate::state::AppState;
+use crate::state::{AppState, Db};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -63,28 +62,35 @@ pub fn location(id: Uuid) -> String {
 )]
 async fn create(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     headers: HeaderMap,
     shared_auth::Json(input): shared_auth::Json<StudySessionInput>,
 ) -> Result<Response> {
     let key = key_from_headers(&headers)?;
     validate(&input)?;
-    idempotent_create(&db, &caller.sub, key.as_deref(), &input, async |tx| {
-        // Checked here, after a replay would have answered: a repeat a day later of a session
-        // 30 days old still replays.
-        let studied_at = studied_at(input.studied_at.as_deref(), Utc::now())?;
-        if !store::languages::exists(&mut *tx, &input.language_code).await? {
-            return Err(ErrorCode::UnknownLanguage.into());
-        }
-        if let Some(answers) = &input.answers {
-            store::phrase_progress::check_phrases(tx, &input.language_code, answers).await?;
-        }
-        let created = store::study_sessions::record(tx, &caller.sub, &input, studied_at).await?;
-        Ok(Created {
-            location: location(created.session.id),
-            body: created,
-        })
-    })
+    idempotent_create(
+        &db.primary,
+        &caller.sub,
+        key.as_deref(),
+        &input,
+        async |tx| {
+            // Checked here, after a replay would have answered: a repeat a day later of a session
+            // 30 days old still replays.
+            let studied_at = studied_at(input.studied_at.as_deref(), Utc::now())?;
+            if !store::languages::exists(&mut *tx, &input.language_code).await? {
+                return Err(ErrorCode::UnknownLanguage.into());
+            }
+            if let Some(answers) = &input.answers {
+                store::phrase_progress::check_phrases(tx, &input.language_code, answers).await?;
+            }
+            let created =
+                store::study_sessions::record(tx, &caller.sub, &input, studied_at).await?;
+            Ok(Created {
+                location: location(created.session.id),
+                body: created,
+            })
+        },
+    )
     .await
 }
 
@@ -111,7 +117,7 @@ async fn create(
 )]
 async fn list(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Json<CursorPage<StudySession>>> {
     let list = query.paging()?;
@@ -121,7 +127,8 @@ async fn list(
         Some(ListCursor::StudySessions(cursor)) => cursor.created_at().map(|at| (at, cursor.id)),
         Some(_) => return Err(other_list().into()),
     };
-    let sessions = store::study_sessions::list_for(&db, &caller.sub, after, list.paging).await?;
+    let sessions =
+        store::study_sessions::list_for(&db.primary, &caller.sub, after, list.paging).await?;
     Ok(Json(CursorPage::from_rows(sessions, &list, |session| {
         ListCursor::StudySessions(StudySessionsCursor {
             created_at_micros: session.created_at.timestamp_micros(),
@@ -145,12 +152,12 @@ async fn list(
 )]
 async fn show(
     RequiredCaller(caller): RequiredCaller,
-    State(db): State<PgPool>,
+    State(db): State<Db>,
     PathId(id): PathId,
 ) -> Result<Json<StudySession>> {
     // Ids are opaque to clients: one not written as we write ours is simply not found.
     let id = created_id(&id).ok_or(ErrorCode::StudySessionNotFound)?;
-    let session = store::study_sessions::find_for(&db, &caller.sub, id)
+    let session = store::study_sessions::find_for(&db.primary, &caller.sub, id)
         .await?
         .ok_or(ErrorCode::StudySessionNotFound)?;
     Ok(Json(session))

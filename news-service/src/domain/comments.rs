@@ -1,7 +1,11 @@
 //! Comment rules of the contract (docs/): trimmed text of 1..=10,000 characters, depth
-//! 0..=10, and the materialised thread path that orders a thread.
+//! 0..=10, and the materialised thread path that orders a thread; and a comment as clients see
+//! it.
 
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use shared_auth::FieldError;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ErrorCode;
@@ -65,6 +69,29 @@ pub fn is_thread_path(path: &str) -> bool {
     let segments: Vec<&str> = path.split('.').collect();
     let hex = |s: &&str| s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     segments.len() <= MAX_DEPTH as usize + 1 && segments.iter().all(hex)
+}
+
+/// A comment. `depth` is 0 for a top-level comment and its parent's depth + 1 for a reply.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[schema(example = json!({
+    "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "article_id": "art-000001",
+    "parent_id": null, "author_id": "user-42", "text": "A night ferry at last.",
+    "depth": 0, "created_at": "2026-11-21T09:30:00Z"
+}))]
+pub struct Comment {
+    /// A UUIDv7.
+    pub id: Uuid,
+    pub article_id: String,
+    /// The comment this one replies to; null for a top-level comment.
+    #[schema(required = true)]
+    pub parent_id: Option<Uuid>,
+    /// The `sub` of the token that wrote it.
+    pub author_id: String,
+    /// Trimmed, 1..=10,000 characters.
+    pub text: String,
+    #[schema(minimum = 0, maximum = 10)]
+    pub depth: i16,
+    pub created_at: DateTime<Utc>,
 }
 
 #[cfg(test)]

@@ -3,13 +3,15 @@
 //! same ordering and filters. Article lists carry `published_at` and `id` ([`Cursor`]); the other
 //! lists carry their own keys ([`ThreadCursor`], [`BookmarkCursor`], [`NameCursor`]). Every
 //! cursor names its list in `k`, read first, so another list's cursor is told apart from one
-//! that does not decode.
+//! that does not decode. Also the paging query several lists share and the page they answer
+//! ([`CursorPageQuery`], [`CursorPage`]).
 
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
-use shared_auth::{Paging, Problem};
+use shared_auth::{Page, Paging, Problem};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::comments::is_thread_path;
 use crate::domain::ids::can_exist;
@@ -317,6 +319,81 @@ impl NameCursor {
                 Err(CursorError::OtherList)
             }
             _ => Ok(self.organization_id.clone()),
+        }
+    }
+}
+
+/// `limit` with `offset` or `cursor`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CursorPageQuery {
+    /// Page size.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
+    pub limit: Option<i64>,
+    /// Items to skip (to jump to a page near the start); not together with `cursor`.
+    #[param(minimum = 0, maximum = 10000, default = 0)]
+    #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
+    pub offset: Option<i64>,
+    /// A `next_cursor` from an earlier page of the same list (keyset paging, to walk the list
+    /// to its end); not together with `offset`. A cursor of another list is 400
+    /// `invalid_cursor`. An empty `cursor=` is the same as none.
+    pub cursor: Option<String>,
+}
+
+/// A page of a list with offset and keyset paging (comments, organisations, journalists): the
+/// same fields as [`ArticlePage`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CursorPage<T> {
+    pub data: Vec<T>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
+    pub count: usize,
+    #[schema(minimum = 1, maximum = 100)]
+    pub limit: i64,
+    #[schema(minimum = 0)]
+    pub offset: i64,
+    /// `offset + count` when more items follow an offset page; null at the end and on cursor pages.
+    #[schema(required = true)]
+    pub next_offset: Option<i64>,
+    /// Opaque: pass it as `cursor` to continue the same list and filters; null at the end.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+impl<T> CursorPage<T> {
+    /// The page of rows fetched with `LIMIT paging.fetch_limit()`, read from a cursor or not;
+    /// `cursor_after` writes the cursor that continues after a row (the page's last).
+    pub fn from_rows(
+        rows: Vec<T>,
+        paging: Paging,
+        by_cursor: bool,
+        cursor_after: impl FnOnce(&T) -> String,
+    ) -> Self {
+        let page = Page::from_rows(rows, paging);
+        let next_cursor = page
+            .next_offset
+            .and_then(|_| page.data.last())
+            .map(cursor_after);
+        Self {
+            data: page.data,
+            count: page.count,
+            limit: page.limit,
+            offset: page.offset,
+            // A cursor page has no absolute position: continue with `next_cursor`.
+            next_offset: if by_cursor { None } else { page.next_offset },
+            next_cursor,
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> CursorPage<U> {
+        CursorPage {
+            data: self.data.into_iter().map(f).collect(),
+            count: self.count,
+            limit: self.limit,
+            offset: self.offset,
+            next_offset: self.next_offset,
+            next_cursor: self.next_cursor,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Search rules (docs/news.md, "GET /v1/news/search"): what a query may be, which of its words a highlight may mark, the
 //! relevance order and its bounded window, the keyset cursor that keeps `q`, filters and sort,
-//! and the words a suggestion respells. Pure functions; the SQL is in `store::search`.
+//! and the words a suggestion respells; and the page of matches it answers. Pure functions; the
+//! SQL is in `store::search`.
 
 use std::cmp::Ordering;
 
@@ -8,7 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::Problem;
 use shared_auth::http::cursor;
+use utoipa::ToSchema;
 
+use crate::domain::articles::ArticleItem;
 use crate::domain::ids::can_exist;
 use crate::error::ErrorCode;
 
@@ -365,6 +368,60 @@ fn fold_case(word: &str) -> String {
         .filter(|c| !is_combining_mark(*c))
         .flat_map(char::to_lowercase)
         .collect()
+}
+
+/// Which field of an article a highlight is from.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HighlightField {
+    Title,
+    Summary,
+    Body,
+}
+
+/// A fragment of one field with the words the query matched in it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
+#[schema(example = json!({"field": "title", "text": "Harbour strike ends after 12 days",
+    "marks": [[0, 7], [8, 14]]}))]
+pub struct Highlight {
+    pub field: HighlightField,
+    /// A piece of the field as written, at most 200 characters (Unicode code points).
+    #[schema(min_length = 1, max_length = 200)]
+    pub text: String,
+    /// The matched words of `text` as `[start, end)` pairs counted in Unicode code points (not
+    /// bytes, not UTF-16 units), in order.
+    #[schema(value_type = Vec<Vec<u32>>, min_items = 1)]
+    pub marks: Vec<[usize; 2]>,
+}
+
+/// A search match: the article as lists show it, its score and its highlights.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchHit {
+    #[serde(flatten)]
+    pub item: ArticleItem,
+    /// Higher is better: with `sort=relevance`, 3 when the title matches, 2 the summary, 1 the
+    /// body; 0 for a match older than the ranked window and for `sort=newest`.
+    #[schema(minimum = 0, maximum = 3)]
+    pub score: f64,
+    /// Up to 3, at most one per field, in the order title, summary, body.
+    #[schema(max_items = 3)]
+    pub highlights: Vec<Highlight>,
+}
+
+/// A page of search matches.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchPage {
+    pub data: Vec<SearchHit>,
+    /// Number of items in `data`.
+    #[schema(minimum = 0)]
+    pub count: usize,
+    /// Opaque: pass it as `cursor` (with the same `q`) for the next page; null at the end.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+    /// When nothing matches: `q` respelt from the words of the articles (`electon` →
+    /// `election`), if some word is close to one of them; else null.
+    #[schema(required = true)]
+    pub suggestion: Option<String>,
 }
 
 #[cfg(test)]

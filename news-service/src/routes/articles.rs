@@ -9,13 +9,13 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::domain::articles::{Article, ArticlePage};
 use crate::domain::cursor::{ListKind, ListPaging};
 use crate::error::{ErrorCode, Result};
 use crate::path_params::ArticleIdPath;
-use crate::problems::{ArticleAnswers, ArticleListAnswers};
-use crate::state::AppState;
+use crate::problems::{ArticleListProblems, ArticleProblems};
+use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
-use crate::views::{Article, ArticlePage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::PathId;
 
@@ -53,7 +53,7 @@ struct ListQuery {
 /// `Cache-Control: private, no-store` and carry `viewer`.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles",
+    path = "/articles",
     operation_id = "news_list_articles",
     tag = "news-articles",
     params(ListQuery, IfNoneMatch),
@@ -77,11 +77,11 @@ struct ListQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        ArticleListAnswers,
+        ArticleListProblems,
     )
 )]
 async fn list_articles(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
@@ -106,8 +106,7 @@ async fn list_articles(
         ..ListSpec::default()
     };
     let (spec, paging) = (&spec, &paging);
-    let page = state
-        .pools
+    let page = db
         .read(signed_in, |pool| async move {
             articles::page(&pool, ListKind::Articles, spec.clone(), paging).await
         })
@@ -118,7 +117,7 @@ async fn list_articles(
 /// One article with its body; cacheable like the list.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles/{article_id}",
+    path = "/articles/{article_id}",
     operation_id = "news_get_article",
     tag = "news-articles",
     params(ArticleIdPath, IfNoneMatch),
@@ -130,19 +129,18 @@ async fn list_articles(
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        ArticleAnswers,
+        ArticleProblems,
     )
 )]
 async fn get_article(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(article_id): PathId,
 ) -> Result<Response> {
     let viewer = caller.map(|c| c.sub);
     let (id, viewer_id) = (article_id.as_str(), viewer.as_deref());
-    let article = state
-        .pools
+    let article = db
         .read(viewer.is_some(), |pool| async move {
             articles::find(&pool, id, viewer_id).await
         })

@@ -12,18 +12,16 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::domain::comments::{placement, validate_text};
-use crate::domain::cursor::{KeysetPaging, ListKind, ThreadCursor};
+use crate::domain::comments::{Comment, placement, validate_text};
+use crate::domain::cursor::{CursorPage, CursorPageQuery, KeysetPaging, ListKind, ThreadCursor};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
 use crate::path_params::ArticleIdPath;
-use crate::problems::{CommentAnswers, CommentThreadAnswers, CreateCommentAnswers};
-use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::problems::{CommentProblems, CommentThreadProblems, CreateCommentProblems};
+use crate::state::{AppState, Db};
 use crate::store::articles;
 use crate::store::comments::{self as store, NewComment};
-use crate::views::{Comment, CursorPage};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::path_id::{PathId, created_id};
 
@@ -70,7 +68,7 @@ pub struct CommentInput {
 /// cursor, or another list's, is 400 `invalid_cursor`.
 #[utoipa::path(
     get,
-    path = "/v1/news/articles/{article_id}/comments",
+    path = "/articles/{article_id}/comments",
     operation_id = "news_list_comments",
     tag = "news-comments",
     params(ArticleIdPath, CursorPageQuery, IfNoneMatch),
@@ -87,11 +85,11 @@ pub struct CommentInput {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        CommentThreadAnswers,
+        CommentThreadProblems,
     )
 )]
 async fn list_comments(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(article_id): PathId,
@@ -110,8 +108,7 @@ async fn list_comments(
         return Err(ErrorCode::ArticleNotFound.into());
     }
     let (article, paging) = (article_id.as_str(), &paging);
-    let (page, exists) = state
-        .pools
+    let (page, exists) = db
         .read(caller.is_some(), |pool| async move {
             let page = store::thread_page(&pool, article, paging).await?;
             // An empty page is either an article without comments or no article at all
@@ -129,7 +126,7 @@ async fn list_comments(
 /// Write a comment (or a reply), optionally idempotent with `Idempotency-Key`.
 #[utoipa::path(
     post,
-    path = "/v1/news/comments",
+    path = "/comments",
     operation_id = "news_create_comment",
     tag = "news-comments",
     params(IdempotencyKeyHeader),
@@ -148,11 +145,11 @@ async fn list_comments(
                 ("Location" = String, description = "`/v1/news/comments/{id}`."),
                 ("Idempotency-Replayed" = String, description = "`true` on a replayed answer; absent otherwise."),
             )),
-        CreateCommentAnswers,
+        CreateCommentProblems,
     )
 )]
 async fn create_comment(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Json(input): Json<CommentInput>,
@@ -160,7 +157,7 @@ async fn create_comment(
     let key = idempotency::key_from_headers(&headers)?;
     let text = validate_text(&input.text).map_err(|e| Problem::validation(vec![e]))?;
     idempotent_create(
-        &state.pools.primary,
+        &db.primary,
         &caller.sub,
         key.as_deref(),
         &input,
@@ -223,7 +220,7 @@ fn created_at_of(id: Uuid) -> DateTime<Utc> {
 /// One comment; cacheable like the article reads.
 #[utoipa::path(
     get,
-    path = "/v1/news/comments/{comment_id}",
+    path = "/comments/{comment_id}",
     operation_id = "news_get_comment",
     tag = "news-comments",
     params(("comment_id" = String, Path, min_length = 1, description = "A comment id (a UUIDv7; any other string is an unknown comment)."), IfNoneMatch),
@@ -235,19 +232,18 @@ fn created_at_of(id: Uuid) -> DateTime<Utc> {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        CommentAnswers,
+        CommentProblems,
     )
 )]
 async fn get_comment(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     PathId(comment_id): PathId,
 ) -> Result<Response> {
     // Ids are opaque strings: one not written as we write ours names no comment.
     let id = created_id(&comment_id).ok_or(ErrorCode::CommentNotFound)?;
-    let comment = state
-        .pools
+    let comment = db
         .read(caller.is_some(), |pool| async move {
             store::find(&pool, id).await
         })

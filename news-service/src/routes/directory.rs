@@ -13,16 +13,17 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::{KeysetPaging, ListKind, NameCursor, Position};
+use crate::domain::cursor::{
+    CursorPage, CursorPageQuery, KeysetPaging, ListKind, NameCursor, Position,
+};
+use crate::domain::directory::{Journalist, Organization};
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::problems::DirectoryAnswers;
-use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::problems::DirectoryProblems;
+use crate::state::{AppState, Db};
 use crate::store::directory::{
     self, Directory, DirectoryPage, JOURNALISTS, ORGANIZATIONS, Selection,
 };
-use crate::views::{CursorPage, Journalist, Organization};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -34,7 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A cacheable page of one directory list, with the viewer's column for a caller. `paging`
 /// was parsed for this list; `name_and_id` reads a row's keys for the cursor after it.
 async fn list_page<T>(
-    state: &AppState,
+    db: &Db,
     caller: Option<shared_auth::Caller>,
     headers: &HeaderMap,
     (list, kind): (&Directory, ListKind),
@@ -61,12 +62,10 @@ where
     let rows: Vec<T> = match organization_id {
         Some(id) if !can_exist(id) => Vec::new(),
         _ => {
-            state
-                .pools
-                .read(viewer.is_some(), |pool| async move {
-                    directory::list(&pool, list, selection, viewer_id, Some(page)).await
-                })
-                .await?
+            db.read(viewer.is_some(), |pool| async move {
+                directory::list(&pool, list, selection, viewer_id, Some(page)).await
+            })
+            .await?
         }
     };
     let page = CursorPage::from_rows(rows, paging.paging, paging.after.is_some(), |last| {
@@ -87,7 +86,7 @@ where
 /// Walk the whole directory with `cursor`; `offset` only reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/organizations",
+    path = "/organizations",
     operation_id = "news_list_organizations",
     tag = "news-directory",
     params(CursorPageQuery, IfNoneMatch),
@@ -105,11 +104,11 @@ where
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        DirectoryAnswers,
+        DirectoryProblems,
     )
 )]
 async fn list_organizations(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<CursorPageQuery>,
@@ -117,7 +116,7 @@ async fn list_organizations(
     let kind = ListKind::Organizations;
     let paging = KeysetPaging::parse(kind, query.limit, query.offset, query.cursor.as_deref())?;
     list_page(
-        &state,
+        &db,
         caller,
         &headers,
         (&ORGANIZATIONS, kind),
@@ -153,7 +152,7 @@ struct JournalistsQuery {
 /// Walk the whole list with `cursor`; `offset` only reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/journalists",
+    path = "/journalists",
     operation_id = "news_list_journalists",
     tag = "news-directory",
     params(JournalistsQuery, IfNoneMatch),
@@ -171,11 +170,11 @@ struct JournalistsQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        DirectoryAnswers,
+        DirectoryProblems,
     )
 )]
 async fn list_journalists(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<JournalistsQuery>,
@@ -194,7 +193,7 @@ async fn list_journalists(
         None => Selection::All,
     };
     list_page(
-        &state,
+        &db,
         caller,
         &headers,
         (&JOURNALISTS, kind),

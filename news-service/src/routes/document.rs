@@ -8,7 +8,7 @@ use shared_auth::OptionalCaller;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::problems::DocumentAnswers;
+use crate::problems::DocumentProblems;
 use crate::state::{ApiDocument, AppState};
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 
@@ -20,7 +20,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// it refuses an invalid one (fail closed).
 #[utoipa::path(
     get,
-    path = "/v1/news/openapi.json",
+    path = "/openapi.json",
     operation_id = "news_openapi",
     tag = "news-meta",
     params(IfNoneMatch),
@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        DocumentAnswers,
+        DocumentProblems,
     )
 )]
 async fn serve(

@@ -18,8 +18,8 @@ use utoipa_axum::routes;
 use crate::domain::ids::can_exist;
 use crate::error::Result;
 use crate::path_params::{ArticleIdPath, JournalistIdPath, OrganizationIdPath};
-use crate::problems::{ArticleEdgeAnswers, JournalistEdgeAnswers, OrganizationEdgeAnswers};
-use crate::state::AppState;
+use crate::problems::{ArticleEdgeProblems, JournalistEdgeProblems, OrganizationEdgeProblems};
+use crate::state::{AppState, Db};
 use crate::store::engagement::{self, Edge};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -73,17 +73,11 @@ pub struct OrganizationFollowState {
 }
 
 /// Sets or clears the caller's edge to `target` and answers the edge's state and count.
-async fn answer(
-    edge: Edge,
-    state: &AppState,
-    target: String,
-    user: &str,
-    on: bool,
-) -> Result<Json<Value>> {
+async fn answer(edge: Edge, db: &Db, target: String, user: &str, on: bool) -> Result<Json<Value>> {
     if !can_exist(&target) {
         return Err(edge.not_found().into());
     }
-    let mut tx = begin_within_deadline(&state.pools.primary).await?;
+    let mut tx = begin_within_deadline(&db.primary).await?;
     engagement::take_turn(&mut *tx, edge, &target, user).await?;
     if !engagement::set(&mut *tx, edge, &target, user, on).await? {
         return Err(edge.not_found().into());
@@ -101,12 +95,12 @@ macro_rules! edge_handlers {
     ($($(#[$meta:meta])* $name:ident => $edge:expr, $on:expr;)*) => {$(
         $(#[$meta])*
         async fn $name(
-            State(state): State<AppState>,
+            State(db): State<Db>,
             RequiredCaller(caller): RequiredCaller,
             PathId(id): PathId,
             _: NoBody,
         ) -> Result<Json<Value>> {
-            answer($edge, &state, id, &caller.sub, $on).await
+            answer($edge, &db, id, &caller.sub, $on).await
         }
     )*};
 }
@@ -115,112 +109,112 @@ edge_handlers! {
     /// Like an article (idempotent: a repeat changes nothing).
     #[utoipa::path(
         post,
-        path = "/v1/news/articles/{article_id}/like",
+        path = "/articles/{article_id}/like",
         operation_id = "news_like_article",
         tag = "news-engagement",
         params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller likes the article.", body = LikeState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     like => Edge::Like, true;
     /// Remove the caller's like (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/articles/{article_id}/like",
+        path = "/articles/{article_id}/like",
         operation_id = "news_unlike_article",
         tag = "news-engagement",
         params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not like the article.", body = LikeState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     unlike => Edge::Like, false;
     /// Bookmark an article (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/articles/{article_id}/bookmark",
+        path = "/articles/{article_id}/bookmark",
         operation_id = "news_bookmark_article",
         tag = "news-engagement",
         params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has bookmarked the article.", body = BookmarkState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     bookmark => Edge::Bookmark, true;
     /// Remove the caller's bookmark (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/articles/{article_id}/bookmark",
+        path = "/articles/{article_id}/bookmark",
         operation_id = "news_unbookmark_article",
         tag = "news-engagement",
         params(ArticleIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller has not bookmarked the article.", body = BookmarkState),
-            ArticleEdgeAnswers,
+            ArticleEdgeProblems,
         )
     )]
     unbookmark => Edge::Bookmark, false;
     /// Follow a journalist (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/journalists/{journalist_id}/follow",
+        path = "/journalists/{journalist_id}/follow",
         operation_id = "news_follow_journalist",
         tag = "news-engagement",
         params(JournalistIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the journalist.", body = JournalistFollowState),
-            JournalistEdgeAnswers,
+            JournalistEdgeProblems,
         )
     )]
     follow_journalist => Edge::FollowJournalist, true;
     /// Stop following a journalist (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/journalists/{journalist_id}/follow",
+        path = "/journalists/{journalist_id}/follow",
         operation_id = "news_unfollow_journalist",
         tag = "news-engagement",
         params(JournalistIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the journalist.", body = JournalistFollowState),
-            JournalistEdgeAnswers,
+            JournalistEdgeProblems,
         )
     )]
     unfollow_journalist => Edge::FollowJournalist, false;
     /// Follow an organisation (idempotent).
     #[utoipa::path(
         post,
-        path = "/v1/news/organizations/{organization_id}/follow",
+        path = "/organizations/{organization_id}/follow",
         operation_id = "news_follow_organization",
         tag = "news-engagement",
         params(OrganizationIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller follows the organisation.", body = OrganizationFollowState),
-            OrganizationEdgeAnswers,
+            OrganizationEdgeProblems,
         )
     )]
     follow_organization => Edge::FollowOrganization, true;
     /// Stop following an organisation (idempotent).
     #[utoipa::path(
         delete,
-        path = "/v1/news/organizations/{organization_id}/follow",
+        path = "/organizations/{organization_id}/follow",
         operation_id = "news_unfollow_organization",
         tag = "news-engagement",
         params(OrganizationIdPath),
         security(("bearer" = [])),
         responses(
             (status = 200, description = "The caller does not follow the organisation.", body = OrganizationFollowState),
-            OrganizationEdgeAnswers,
+            OrganizationEdgeProblems,
         )
     )]
     unfollow_organization => Edge::FollowOrganization, false;

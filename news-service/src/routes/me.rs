@@ -9,14 +9,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::domain::cursor::{BookmarkCursor, KeysetPaging, ListKind, ListPaging};
+use crate::domain::articles::ArticlePage;
+use crate::domain::cursor::{BookmarkCursor, CursorPageQuery, KeysetPaging, ListKind, ListPaging};
+use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
-use crate::problems::{FeedAnswers, PrivateAnswers, PrivatePageAnswers};
-use crate::query_params::CursorPageQuery;
-use crate::state::AppState;
+use crate::problems::{FeedProblems, PrivatePageProblems, PrivateProblems};
+use crate::state::{AppState, Db};
 use crate::store::articles::{self, ListSpec};
 use crate::store::directory;
-use crate::views::{ArticlePage, Journalist, Organization};
 use shared_auth::http::cache::json_read;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -34,7 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// reaches the first 10,000.
 #[utoipa::path(
     get,
-    path = "/v1/news/me/bookmarks",
+    path = "/me/bookmarks",
     operation_id = "news_list_my_bookmarks",
     tag = "news-me",
     params(CursorPageQuery),
@@ -49,11 +49,11 @@ pub fn router() -> OpenApiRouter<AppState> {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        PrivatePageAnswers,
+        PrivatePageProblems,
     )
 )]
 async fn my_bookmarks(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Query(query): Query<CursorPageQuery>,
@@ -64,7 +64,7 @@ async fn my_bookmarks(
         query.offset,
         query.cursor.as_deref(),
     )?;
-    let page = articles::bookmarked_by(&state.pools.primary, &caller.sub, &paging).await?;
+    let page = articles::bookmarked_by(&db.primary, &caller.sub, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }
 
@@ -78,7 +78,7 @@ pub struct Following {
 /// The journalists and organisations the caller follows (not paged).
 #[utoipa::path(
     get,
-    path = "/v1/news/me/following",
+    path = "/me/following",
     operation_id = "news_list_my_following",
     tag = "news-me",
     security(("bearer" = [])),
@@ -88,16 +88,15 @@ pub struct Following {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        PrivateAnswers,
+        PrivateProblems,
     )
 )]
 async fn my_following(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let (journalists, organizations) =
-        directory::followed_by(&state.pools.primary, &caller.sub).await?;
+    let (journalists, organizations) = directory::followed_by(&db.primary, &caller.sub).await?;
     let following = Following {
         journalists,
         organizations,
@@ -124,7 +123,7 @@ struct FeedQuery {
 /// Articles by the journalists or organisations the caller follows, newest first.
 #[utoipa::path(
     get,
-    path = "/v1/news/me/feed",
+    path = "/me/feed",
     operation_id = "news_list_my_feed",
     tag = "news-me",
     params(FeedQuery),
@@ -135,11 +134,11 @@ struct FeedQuery {
                 ("Cache-Control" = String, description = "`private, no-store`."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        FeedAnswers,
+        FeedProblems,
     )
 )]
 async fn my_feed(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     RequiredCaller(caller): RequiredCaller,
     headers: HeaderMap,
     Query(query): Query<FeedQuery>,
@@ -155,6 +154,6 @@ async fn my_feed(
         followed_by: Some(caller.sub),
         ..ListSpec::default()
     };
-    let page = articles::page(&state.pools.primary, ListKind::Feed, spec, &paging).await?;
+    let page = articles::page(&db.primary, ListKind::Feed, spec, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }

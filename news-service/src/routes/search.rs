@@ -12,12 +12,12 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::domain::search::SearchPage;
 use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query, parse_time};
 use crate::error::Result;
-use crate::problems::SearchAnswers;
-use crate::state::AppState;
+use crate::problems::SearchProblems;
+use crate::state::{AppState, Db};
 use crate::store::search;
-use crate::views::SearchPage;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_articles))
@@ -110,7 +110,7 @@ impl SearchQuery {
 /// `Cache-Control: private, no-store` and carry `viewer`.
 #[utoipa::path(
     get,
-    path = "/v1/news/search",
+    path = "/search",
     operation_id = "news_search",
     tag = "news-articles",
     params(SearchQuery, IfNoneMatch),
@@ -129,11 +129,11 @@ impl SearchQuery {
                 ("ETag" = String, description = "Strong validator; anonymous answers only."),
                 ("Vary" = String, description = "`authorization`."),
             )),
-        SearchAnswers,
+        SearchProblems,
     )
 )]
 async fn search_articles(
-    State(state): State<AppState>,
+    State(db): State<Db>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
@@ -149,8 +149,7 @@ async fn search_articles(
     let viewer = caller.map(|c| c.sub);
     let signed_in = viewer.is_some();
     let (spec, viewer) = (&spec, viewer.as_deref());
-    let page: SearchPage = state
-        .pools
+    let page: SearchPage = db
         .read(signed_in, |pool| async move {
             search::page(&pool, spec, limit, viewer).await
         })

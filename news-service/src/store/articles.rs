@@ -6,12 +6,13 @@ use chrono::{DateTime, Utc};
 use shared_auth::{Page, Paging};
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
+use crate::domain::articles::{Article, ArticleItem, ArticlePage, ArticleViewer, Named};
+use crate::domain::cursor::CursorPage;
 use crate::domain::cursor::{
     BookmarkCursor, Cursor, CursorError, KeysetPaging, ListKind, ListPaging, Position,
 };
 use crate::domain::ids::can_exist;
 use crate::error::Result;
-use crate::views::{Article, ArticleItem, ArticlePage, ArticleViewer, CursorPage, Named};
 
 #[derive(Debug, FromRow)]
 struct ArticleRow {

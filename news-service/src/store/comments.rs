@@ -6,10 +6,11 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
+use crate::domain::comments::Comment;
 use crate::domain::comments::ParentRef;
+use crate::domain::cursor::CursorPage;
 use crate::domain::cursor::{KeysetPaging, Position, ThreadCursor};
 use crate::error::Result;
-use crate::views::{Comment, CursorPage};
 
 /// A comment about to be stored; `depth` and `path` come from `domain::comments::placement`.
 pub struct NewComment<'a> {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::curated::{ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts};
+use crate::domain::curated::{ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts};
 
 // `RETURNING (xmax = 0)` is true for a fresh insert and false for an update; rows left alone
 // by the `WHERE ... IS DISTINCT FROM` are not returned at all.

@@ -7,8 +7,8 @@ use shared_auth::Paging;
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
+use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
-use crate::views::{Journalist, Organization};
 
 /// One directory list. All names are static SQL identifiers of our own schema, never input.
 pub struct Directory {

@@ -14,14 +14,15 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
+use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, positive_query, query_words,
     rank_window, respell,
 };
+use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::error::Result;
 use crate::store::articles;
-use crate::views::{ArticleItem, Highlight, HighlightField, SearchHit, SearchPage};
 
 /// `q` as one article language's configuration reads it.
 #[derive(Debug, Clone)]

@@ -1,5 +1,6 @@
-//! Curated records (organisations, journalists, articles) as `seed` and `import` load them, and
-//! what an upsert did to them; the upserts themselves are in `store::curated`.
+//! Curated records (organisations, journalists, articles) as `seed` and `import` load them, the
+//! field rules they are checked by, and what an upsert did to them; the upserts themselves are
+//! in `store::curated`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
