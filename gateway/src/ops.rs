@@ -8,8 +8,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use shared_auth::Problem;
 
-use crate::AppState;
-use crate::proxy::GatewayCode;
+use crate::error::GatewayCode;
+use crate::state::AppState;
 
 /// How soon a load balancer should ask again while the keys are not loaded.
 const NOT_READY_RETRY_SECS: u32 = 5;
