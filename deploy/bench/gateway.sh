@@ -14,7 +14,8 @@
 # Environment: STEP_SECS (2), ROUNDS (16), LEARNERS (2000), BENCH_PORT_BASE (19500), PG_PORT
 # (55480), PERF (1), INSTRUCTIONS (1: count instructions per request under valgrind), BENCH_STATE
 # (.local/bench-gateway), BUILD=0 (use the release binaries as built), ROUTES / ALGS
-# (space-separated subsets, to iterate on one case).
+# (space-separated subsets, to iterate on one case), CALLGRIND_PATH (/v1/lingo/languages: the
+# route whose instructions are counted).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -26,6 +27,7 @@ source "$(dirname "$0")/lib.sh"
 # that contender's median by up to 8%, more than the gap the goals ask about.
 STEP_SECS=${STEP_SECS:-2}
 ROUNDS=${ROUNDS:-16}
+CALLGRIND_PATH=${CALLGRIND_PATH:-/v1/lingo/languages}
 LEARNERS=${LEARNERS:-2000}
 PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
@@ -181,12 +183,12 @@ if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
 fi
 
 # counted NAME CMD...: the instructions per request CMD (a contender listening on $COUNTED) executes in
-# user space, counted by valgrind's callgrind over STEP_SECS of HS256 load on /v1/lingo/languages at
+# user space, counted by valgrind's callgrind over STEP_SECS of HS256 load on $CALLGRIND_PATH at
 # 4 connections, after a warm-up that is not counted. Unlike req/s and CPU time this count does not
 # move with whatever else the machine does, so small differences show. The kernel's work is not in
 # it; both proxies make the same system calls per request (a read and a write on each side).
 counted() {
-  local name=$1 out="$work/callgrind-$1" url="http://127.0.0.1:$COUNTED/v1/lingo/languages" requests total
+  local name=$1 out="$work/callgrind-$1" url="http://127.0.0.1:$COUNTED$CALLGRIND_PATH" requests total
   shift
   spawn "callgrind-$name" "$logs" valgrind --tool=callgrind --trace-children=yes --instr-atstart=no --callgrind-out-file="$out.%p" "$@"
   local pid=$last_pid
@@ -219,7 +221,7 @@ if [ "${INSTRUCTIONS:-1}" = 1 ]; then
 fi
 
 say "summary"
-python3 - "$results" "$state/rss.tsv" "$state/profile.txt" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$state/instructions.tsv" <<'EOF'
+python3 - "$results" "$state/rss.tsv" "$state/profile.txt" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" "$state/instructions.tsv" "$CALLGRIND_PATH" <<'EOF'
 import collections, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 rss = dict((l.split("\t")[1], int(l.split("\t")[2])) for l in open(sys.argv[2]) if l.strip())
@@ -284,7 +286,7 @@ if profile:
     print("```\n" + profile + "\n```")
 counts = {name: int(total) / int(requests) for name, requests, total in (l.split("\t") for l in open(sys.argv[6]) if l.strip())}
 if counts:
-    print("\nInstructions per request in user space (valgrind's callgrind; HS256, `/v1/lingo/languages`, 4 connections, one thread each):\n")
+    print(f"\nInstructions per request in user space (valgrind's callgrind; HS256, `{sys.argv[7]}`, 4 connections, one thread each):\n")
     print("| gateway | gateway, no cache | HAProxy | HAProxy ÷ gateway | HAProxy ÷ no cache |\n|---|---|---|---|---|")
     g, n, h = counts["gateway"], counts["gateway-nocache"], counts["haproxy"]
     print(f"| {g:,.0f} | {n:,.0f} | {h:,.0f} | {h / g:.2f}× | {h / n:.2f}× |")

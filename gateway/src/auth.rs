@@ -105,6 +105,11 @@ impl EdgeAuth {
         self.verifier.keys_loaded()
     }
 
+    /// The number of verification keys loaded ([`Verifier::key_count`]).
+    pub fn key_count(&self) -> usize {
+        self.verifier.key_count()
+    }
+
     /// The caller named by the request's token: `Ok(None)` without an `Authorization` header,
     /// an error for a malformed header or an invalid token (on every route: fail closed).
     pub async fn caller(&self, headers: &HeaderMap) -> Result<Option<Arc<Caller>>, AuthError> {

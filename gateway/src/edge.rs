@@ -12,13 +12,15 @@ use axum::response::{IntoResponse, Response};
 use shared_auth::http::head;
 use shared_auth::{Problem, SharedCode};
 
-use crate::AppState;
 use crate::auth::authorize;
 use crate::cache;
 use crate::client::MAX_BODY_BYTES;
-use crate::proxy::{Outgoing, payload_too_large, to_upstream_headers};
+use crate::error::payload_too_large;
+use crate::headers::to_upstream_headers;
+use crate::proxy::Outgoing;
 use crate::ratelimit::{Budget, Decision, RateLimiter};
 use crate::routes::{self, Lookup};
+use crate::state::AppState;
 
 /// The router's fallback: every path that is none of the gateway's own routes.
 pub async fn handler(State(state): State<AppState>, request: Request) -> Response {

@@ -1,7 +1,8 @@
 //! `/metrics`: request counts by route group, method and status, a latency histogram, upstream
-//! errors by kind, requests in flight, token-cache hits, the route documents read (by outcome) and
-//! the answer cache's lookups and size, in the Prometheus / OpenMetrics text format. One registry
-//! per [`crate::Application`], so several gateways can run in one test process.
+//! errors by kind, requests in flight, token-cache hits, the verification keys loaded, the route
+//! documents read (by outcome) and the answer cache's lookups and size, in the Prometheus /
+//! OpenMetrics text format. One registry per [`crate::Application`], so several gateways can run
+//! in one test process.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,6 +61,7 @@ pub struct Metrics {
     token_cache_hits: Counter,
     token_cache_misses: Counter,
     ready_replicas: Family<GroupLabels, Gauge>,
+    token_keys_loaded: Gauge,
     route_documents: Family<RouteDocumentLabels, Counter>,
     answer_cache: AnswerCacheMetrics,
 }
@@ -94,6 +96,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let token_cache = Family::<CacheLabels, Counter>::default();
         let ready_replicas = Family::<GroupLabels, Gauge>::default();
+        let token_keys_loaded = Gauge::default();
         let route_documents = Family::<RouteDocumentLabels, Counter>::default();
         // Named like the services' request metrics (`<binary>_http_…`), one scheme for all three.
         registry.register(
@@ -127,6 +130,12 @@ impl Metrics {
             ready_replicas.clone(),
         );
         registry.register(
+            "token_keys_loaded",
+            "Verification keys loaded (the HS256 secret and the JWKS's usable keys); 0 until a \
+             configured JWKS was loaded, when no token can be verified",
+            token_keys_loaded.clone(),
+        );
+        registry.register(
             "route_documents",
             "Route documents read from replicas, by group and outcome (ok, unavailable, invalid, \
              wrong_prefix, too_large)",
@@ -143,6 +152,7 @@ impl Metrics {
             token_cache_hits: counter("hit"),
             token_cache_misses: counter("miss"),
             ready_replicas,
+            token_keys_loaded,
             route_documents,
             answer_cache,
         }
@@ -191,6 +201,12 @@ impl Metrics {
         self.ready_replicas
             .get_or_create(&GroupLabels { group })
             .set(i64::try_from(ready).unwrap_or(i64::MAX));
+    }
+
+    /// The number of verification keys loaded now.
+    pub fn set_token_keys_loaded(&self, keys: usize) {
+        self.token_keys_loaded
+            .set(i64::try_from(keys).unwrap_or(i64::MAX));
     }
 
     /// One replica's route document was read: `ok`, or why it was not used.

@@ -8,8 +8,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use shared_auth::Problem;
 
-use crate::AppState;
-use crate::proxy::GatewayCode;
+use crate::error::GatewayCode;
+use crate::state::AppState;
 
 /// How soon a load balancer should ask again while the keys are not loaded.
 const NOT_READY_RETRY_SECS: u32 = 5;
@@ -39,14 +39,15 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
     })))
 }
 
-/// `/metrics`, with the ready replicas of each group as of now (the gauge is set here only): a
-/// replica cooling down after a refused connection is not counted, though its last probe was
-/// good.
+/// `/metrics`, with the ready replicas of each group and the verification keys loaded as of now
+/// (those gauges are set here only): a replica cooling down after a refused connection is not
+/// counted, though its last probe was good.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     for group in [&state.lingo, &state.news] {
         state
             .metrics
             .set_ready_replicas(group.group.label(), group.ready_replicas());
     }
+    state.metrics.set_token_keys_loaded(state.auth.key_count());
     crate::metrics::handler(State(state.metrics.clone())).await
 }

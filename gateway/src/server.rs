@@ -25,7 +25,8 @@ use shared_auth::http::body::drained_when_dropped;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
-use crate::{Frontend, client};
+use crate::client;
+use crate::dispatch::Frontend;
 
 /// Serves `frontend` on `listener` with `workers` threads until `shutdown` resolves, then waits
 /// for open connections to finish their requests.

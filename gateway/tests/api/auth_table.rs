@@ -396,6 +396,7 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
     assert_eq!(not_ready.status(), 503);
     assert!(not_ready.headers().contains_key("retry-after"));
     assert_eq!(problem(not_ready).await["code"], "not_ready");
+    assert_eq!(keys_loaded(&stack).await, 0);
     // Without keys a token cannot be judged: a retryable 503, never a 401 that tells the client
     // to throw a good token away.
     let feed_with_a_token = || {
@@ -424,4 +425,37 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
     }
     let signed = feed_with_a_token().await.expect("request");
     assert_eq!(signed.status(), 200);
+    assert_eq!(keys_loaded(&stack).await, 1);
+
+    // A second key published beside the first is counted once the set is fetched again.
+    let next = RsaKey::generate("2026-02");
+    *published.lock().expect("lock") = Some(JwkSet {
+        keys: vec![key.jwk.clone(), next.jwk.clone()],
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while keys_loaded(&stack).await != 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second key was not counted 10 s after it was published"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `gateway_token_keys_loaded` as `/metrics` shows it now.
+async fn keys_loaded(stack: &Stack) -> u64 {
+    let text = stack
+        .gateway
+        .get("/metrics")
+        .await
+        .text()
+        .await
+        .expect("text");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("gateway_token_keys_loaded "))
+        .unwrap_or_else(|| panic!("no gateway_token_keys_loaded in\n{text}"));
+    line["gateway_token_keys_loaded ".len()..]
+        .parse()
+        .expect("a count")
 }

@@ -99,6 +99,8 @@ async fn metrics_count_requests_latency_upstream_errors_in_flight_and_token_cach
         r#"gateway_token_cache_total{result="miss"} 1"#,
         r#"gateway_token_cache_total{result="hit"} 2"#,
         "gateway_in_flight_requests 1",
+        // The HS256 secret is the one key.
+        "gateway_token_keys_loaded 1",
         "# TYPE gateway_upstream_errors counter",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in\n{text}");

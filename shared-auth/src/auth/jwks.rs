@@ -81,6 +81,11 @@ impl JwksStore {
         self.loaded.load(Ordering::Relaxed)
     }
 
+    /// The number of usable keys in the set held now (0 until one was loaded).
+    pub fn key_count(&self) -> usize {
+        self.keys.read().map_or(0, |keys| keys.len())
+    }
+
     /// Fetches the set again every `every`, and every 2 s until a first set is in.
     pub fn spawn_refresher(self: Arc<Self>, every: Duration) {
         tokio::spawn(async move {

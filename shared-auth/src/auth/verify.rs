@@ -211,6 +211,16 @@ impl Verifier {
         self.jwks.as_ref().is_none_or(|store| store.is_loaded())
     }
 
+    /// The number of keys tokens are verified with now: the HS256 secret, if configured, and the
+    /// usable keys of the JWKS; 0 while a JWKS has not been loaded yet ([`Self::keys_loaded`]),
+    /// since no token is judged then.
+    pub fn key_count(&self) -> usize {
+        if !self.keys_loaded() {
+            return 0;
+        }
+        usize::from(self.secret.is_some()) + self.jwks.as_ref().map_or(0, |store| store.key_count())
+    }
+
     /// Verifies a token and returns the caller it names.
     pub async fn verify(&self, token: &str) -> Result<Caller, AuthError> {
         if token.len() > MAX_TOKEN_BYTES {
