@@ -71,15 +71,16 @@ SQL
 fi
 
 # remove_learners LIKE-PATTERN: every row the service keeps for these learners. The review log
-# goes first; the sessions' foreign-key check is skipped (replication role), since its referencing
-# rows are gone and phrase_reviews has no index on session_id for it (the service never deletes).
+# goes first; then the sessions' foreign-key check is skipped (replication role, which also skips
+# triggers: the states go before it, so theirs run), since its referencing rows are gone and
+# phrase_reviews has no index on session_id for it (the service never deletes).
 remove_learners() {
   admin_psql -v pattern="$1" <<'SQL'
 BEGIN;
 SET LOCAL search_path = lingo;
-SET LOCAL session_replication_role = replica;
 DELETE FROM phrase_reviews WHERE learner_id LIKE :'pattern';
 DELETE FROM phrase_states WHERE learner_id LIKE :'pattern';
+SET LOCAL session_replication_role = replica;
 DELETE FROM study_sessions WHERE learner_id LIKE :'pattern';
 DELETE FROM learner_language_totals WHERE learner_id LIKE :'pattern';
 DELETE FROM learners WHERE learner_id LIKE :'pattern';
