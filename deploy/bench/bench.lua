@@ -6,7 +6,11 @@
 --                           (caller, article) pair, callers from TOKENS_FILE
 --                "hot":     POST /v1/news/articles/$HOT_ARTICLE/like, every request the next
 --                           caller of TOKENS_FILE (distinct readers as long as tokens last)
---   TOKENS_FILE  one token per line (session, like, hot)
+--                "post-session": POST /v1/lingo/me/study-sessions with the body SESSION_BODY, every
+--                           request the next caller of TOKENS_FILE across both threads (as "hot":
+--                           no two requests in flight share a learner while tokens last)
+--   TOKENS_FILE  one token per line (session, like, hot, post-session)
+--   SESSION_BODY the JSON body of post-session
 --   ARTICLES     how many articles exist (like; default 1000000)
 -- On exit it prints one JSON line: requests/s, latency percentiles (ms), errors, 2xx count.
 
@@ -36,6 +40,10 @@ function init(args)
     wrk.headers["Content-Type"] = "application/json"
     wrk.body = '{"duration_seconds":300,"phrases_seen":12,"phrases_correct":10,"language_code":"es"}'
   end
+  if mode == "post-session" then
+    wrk.headers["Content-Type"] = "application/json"
+    wrk.body = os.getenv("SESSION_BODY")
+  end
 end
 
 function request()
@@ -45,6 +53,10 @@ function request()
   for k, v in pairs(wrk.headers) do headers[k] = v end
   headers["Authorization"] = "Bearer " .. tokens[(counter % #tokens) + 1]
   if mode == "session" then
+    return wrk.format("POST", "/v1/lingo/me/study-sessions", headers, wrk.body)
+  end
+  if mode == "post-session" then
+    headers["Authorization"] = "Bearer " .. tokens[((counter - 1) * 2 + tid) % #tokens + 1]
     return wrk.format("POST", "/v1/lingo/me/study-sessions", headers, wrk.body)
   end
   if mode == "hot" then

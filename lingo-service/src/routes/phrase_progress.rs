@@ -159,23 +159,14 @@ async fn my_reviews(
     Query(query): Query<MyReviewsQuery>,
 ) -> Result<Json<MyReviews>> {
     let paging = Paging::new(query.limit, None)?;
-    let now = Utc::now();
-    let filter = MyPhrasesFilter {
-        language: query.language,
-        due_only: true,
-    };
-    // One snapshot, so `due_total` is never smaller than the page.
-    let mut tx = db.primary.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    let data =
-        store::phrase_progress::list_for(&mut *tx, &caller.sub, &filter, None, now, paging.limit)
-            .await?;
-    let due_total =
-        store::phrase_progress::due_total(&mut *tx, &caller.sub, filter.language.as_deref(), now)
-            .await?;
-    tx.commit().await?;
+    let (data, due_total) = store::phrase_progress::reviews_for(
+        &db.primary,
+        &caller.sub,
+        query.language.as_deref(),
+        Utc::now(),
+        paging.limit,
+    )
+    .await?;
     Ok(Json(MyReviews {
         count: data.len(),
         data,

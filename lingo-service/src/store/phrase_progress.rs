@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -260,6 +260,9 @@ struct ProgressRow {
     learner_count: Option<i64>,
     accuracy: Option<f64>,
     has_stats: bool,
+    /// Only in the statement of `GET /me/reviews` (see [`reviews_for`]).
+    #[sqlx(default)]
+    due_total: i64,
 }
 
 impl ProgressRow {
@@ -311,8 +314,23 @@ fn my_phrases_statement<'a>(
     limit: i64,
 ) -> QueryBuilder<'a, Postgres> {
     let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push("SELECT ");
+    push_my_phrases(&mut sql, learner_id, filter, cursor, now, limit);
+    sql
+}
+
+/// The columns of [`ProgressRow`] (after `SELECT ` and any extra column) and the rest of a page of
+/// `learner_id`'s states by `(due_at, phrase_id)` after `cursor`.
+fn push_my_phrases(
+    sql: &mut QueryBuilder<'_, Postgres>,
+    learner_id: &str,
+    filter: &MyPhrasesFilter,
+    cursor: Option<&MyPhrasesCursor>,
+    now: DateTime<Utc>,
+    limit: i64,
+) {
     sql.push(
-        "SELECT s.phrase_id, s.stability, s.difficulty, s.due_at, s.reviews, s.correct, \
+        "s.phrase_id, s.stability, s.difficulty, s.due_at, s.reviews, s.correct, \
            s.lapses, s.first_reviewed_at, s.last_reviewed_at, s.last_grade, \
            p.text, p.language_code, \
            (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id) \
@@ -322,7 +340,7 @@ fn my_phrases_statement<'a>(
          JOIN phrases p ON p.id = s.phrase_id \
          LEFT JOIN phrase_stats_cache st ON st.phrase_id = s.phrase_id",
     );
-    push_my_states(&mut sql, learner_id, filter, now);
+    push_my_states(sql, learner_id, filter, now);
     if let Some(cursor) = cursor {
         sql.push(" AND (s.due_at, s.phrase_id) > (")
             .push_bind(cursor.due_at())
@@ -332,7 +350,6 @@ fn my_phrases_statement<'a>(
     }
     sql.push(" ORDER BY s.due_at, s.phrase_id LIMIT ")
         .push_bind(limit);
-    sql
 }
 
 /// One page of `learner_id`'s phrase states by `(due_at, phrase_id)` after `cursor`; `limit`
@@ -353,35 +370,98 @@ pub async fn list_for<'e>(
     rows.into_iter().map(|row| row.progress(now)).collect()
 }
 
+/// The start (00:00 UTC) of the day of `now`: `phrase_due_days` counts the phrases due before it,
+/// `phrase_states` those due from it to `now`.
+fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
+    now.date_naive().and_time(NaiveTime::MIN).and_utc()
+}
+
+/// How many of `learner_id`'s phrases (in `language`, when given) are due at `now`, as an
+/// expression: the days before today from `phrase_due_days` (kept by triggers on `phrase_states`),
+/// plus today's due phrases from `phrase_states`. Its cost follows the days with phrases due, not
+/// the phrases (one learner may have 20,000 due).
+fn push_due_total(
+    sql: &mut QueryBuilder<'_, Postgres>,
+    learner_id: &str,
+    language: Option<&str>,
+    now: DateTime<Utc>,
+) {
+    let today = day_start(now);
+    sql.push("((SELECT coalesce(sum(d.phrases), 0) FROM phrase_due_days d WHERE d.learner_id = ")
+        .push_bind(learner_id.to_owned());
+    if let Some(language) = language {
+        sql.push(" AND d.language_code = ")
+            .push_bind(language.to_owned());
+    }
+    sql.push(" AND d.due_day < ")
+        .push_bind(today.date_naive())
+        .push(") + (SELECT count(*) FROM phrase_states s WHERE s.learner_id = ")
+        .push_bind(learner_id.to_owned());
+    if let Some(language) = language {
+        sql.push(" AND s.language_code = ")
+            .push_bind(language.to_owned());
+    }
+    sql.push(" AND s.due_at >= ")
+        .push_bind(today)
+        .push(" AND s.due_at <= ")
+        .push_bind(now)
+        .push("))");
+}
+
 fn due_total_statement<'a>(
     prefix: &str,
     learner_id: &str,
     language: Option<&str>,
     now: DateTime<Utc>,
 ) -> QueryBuilder<'a, Postgres> {
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push("SELECT ");
+    push_due_total(&mut sql, learner_id, language, now);
+    sql
+}
+
+/// The statement of `GET /me/reviews`: the first `limit` due phrases and, in every row, how many
+/// are due in all (an uncorrelated subquery, computed once).
+fn reviews_statement<'a>(
+    prefix: &str,
+    learner_id: &str,
+    language: Option<&str>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> QueryBuilder<'a, Postgres> {
     let filter = MyPhrasesFilter {
         language: language.map(str::to_owned),
         due_only: true,
     };
     let mut sql = QueryBuilder::<Postgres>::new(prefix);
-    sql.push("SELECT count(*) FROM phrase_states s");
-    push_my_states(&mut sql, learner_id, &filter, now);
+    sql.push("SELECT ");
+    push_due_total(&mut sql, learner_id, language, now);
+    sql.push(" AS due_total, ");
+    push_my_phrases(&mut sql, learner_id, &filter, None, now, limit);
     sql
 }
 
-/// How many of `learner_id`'s phrases (in `language`, when given) are due at `now`.
-pub async fn due_total<'e>(
+/// `learner_id`'s phrases due at `now` (in `language`, when given), longest overdue first, at
+/// most `limit`, and how many are due in all. One statement: one snapshot (the total is never
+/// smaller than the page) and one round trip. No row means nothing is due.
+pub async fn reviews_for<'e>(
     db: impl PgExecutor<'e>,
     learner_id: &str,
     language: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<i64> {
+    limit: i64,
+) -> Result<(Vec<PhraseProgress>, i64)> {
     if !language.is_none_or(is_storable) {
-        return Ok(0);
+        return Ok((Vec::new(), 0));
     }
-    let mut sql = due_total_statement("", learner_id, language, now);
-    let total: i64 = sql.build_query_scalar().fetch_one(db).await?;
-    Ok(total)
+    let mut sql = reviews_statement("", learner_id, language, now, limit);
+    let rows = sql.build_query_as::<ProgressRow>().fetch_all(db).await?;
+    let due_total = rows.first().map_or(0, |row| row.due_total);
+    let page = rows
+        .into_iter()
+        .map(|row| row.progress(now))
+        .collect::<Result<_>>()?;
+    Ok((page, due_total))
 }
 
 /// The plans (`EXPLAIN` text) of the statements that read one learner's phrases: a page of
@@ -402,7 +482,7 @@ pub async fn explain_learner_reads(
     let mut statements = vec![
         my_phrases_statement("EXPLAIN ", learner_id, &Default::default(), None, now, 21),
         my_phrases_statement("EXPLAIN ", learner_id, &due_in, Some(&cursor), now, 21),
-        due_total_statement("EXPLAIN ", learner_id, None, now),
+        reviews_statement("EXPLAIN ", learner_id, None, now, 20),
         due_total_statement("EXPLAIN ", learner_id, Some(language), now),
     ];
     let mut plans = Vec::new();
@@ -413,16 +493,23 @@ pub async fn explain_learner_reads(
     let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {DUE_BY_LANGUAGE}"))
         .bind(learner_id)
         .bind(now)
+        .bind(day_start(now))
         .fetch_all(&mut *db)
         .await?;
     plans.push(lines.join("\n"));
     Ok(plans)
 }
 
-/// `learner_id`'s phrases due at `$2`, per language (a constant so the plan test reads the
-/// statement that runs).
-const DUE_BY_LANGUAGE: &str = "SELECT language_code, count(*) AS due FROM phrase_states \
-     WHERE learner_id = $1 AND due_at <= $2 GROUP BY language_code";
+/// `learner_id`'s phrases due at `$2`, per language: the days before `$3` (the start of today)
+/// from `phrase_due_days`, today's from `phrase_states` (see [`push_due_total`]). A constant so
+/// the plan test reads the statement that runs.
+const DUE_BY_LANGUAGE: &str = "SELECT language_code, sum(due)::bigint AS due FROM ( \
+       SELECT language_code, sum(phrases) AS due FROM phrase_due_days \
+       WHERE learner_id = $1 AND due_day < ($3::timestamptz AT TIME ZONE 'UTC')::date GROUP BY language_code \
+       UNION ALL \
+       SELECT language_code, count(*) FROM phrase_states \
+       WHERE learner_id = $1 AND due_at >= $3 AND due_at <= $2 GROUP BY language_code \
+     ) due GROUP BY language_code";
 
 /// `learner_id`'s phrases due at `now`, per language.
 pub async fn due_by_language<'e>(
@@ -433,6 +520,7 @@ pub async fn due_by_language<'e>(
     let rows: Vec<(String, i64)> = sqlx::query_as(DUE_BY_LANGUAGE)
         .bind(learner_id)
         .bind(now)
+        .bind(day_start(now))
         .fetch_all(db)
         .await?;
     Ok(rows.into_iter().collect())
