@@ -189,7 +189,7 @@ fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Spa
         otel.name = method.as_str(),
         otel.kind = "client",
         upstream.group = group,
-        server.address = %replica.base,
+        server.address = replica.base.as_str(),
         http.response.status_code = tracing::field::Empty,
     )
 }

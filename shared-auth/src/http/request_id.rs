@@ -90,8 +90,9 @@ where
 }
 
 /// The server span of a request: a child of the caller's `traceparent` when there is one, carrying
-/// the request id and (while spans are exported) the trace id, so every log line inside it names
-/// both.
+/// the request id and (while spans are exported, and log lines show spans) the trace id, so every
+/// log line inside it names both. Its fields are plain strings, so an exported span copies each
+/// once and formats nothing.
 fn server_span(request: &Request, request_id: &str) -> tracing::Span {
     let method = request.method();
     let route = request
@@ -100,19 +101,21 @@ fn server_span(request: &Request, request_id: &str) -> tracing::Span {
         .map_or_else(|| request.uri().path(), MatchedPath::as_str);
     let span = tracing::info_span!(
         "request",
-        otel.name = %format!("{method} {route}"),
+        otel.name = format_args!("{method} {route}"),
         otel.kind = "server",
-        http.request.method = %method,
-        url.path = %request.uri().path(),
+        http.request.method = method.as_str(),
+        url.path = request.uri().path(),
         http.response.status_code = tracing::field::Empty,
-        request_id = %request_id,
+        request_id = request_id,
         trace_id = tracing::field::Empty,
     );
     // Without an exporter there is no trace to join or to name: the log lines carry no trace id
     // (rather than one of zeros), and the caller's `traceparent` goes upstream unchanged.
     if telemetry::exporting() {
         let _ = span.set_parent(telemetry::extract_context(request.headers()));
-        span.record("trace_id", telemetry::trace_id(&span));
+        if telemetry::logs_trace_ids() {
+            telemetry::record_trace_id(&span);
+        }
     }
     span
 }

@@ -11,18 +11,18 @@
 //! any query.
 
 mod otlp_http;
+mod otlp_proto;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use clap::ValueEnum;
 use opentelemetry::trace::{
-    Span as _, SpanKind, TraceContextExt, Tracer as _, TracerProvider as _,
+    Span as _, SpanKind, TraceContextExt, TraceFlags, TraceState, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue, global};
-use opentelemetry_http::{HeaderExtractor, HeaderInjector};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_http::HeaderExtractor;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
@@ -30,7 +30,7 @@ use opentelemetry_sdk::trace::{BatchConfigBuilder, SdkTracer, SdkTracerProvider}
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -70,6 +70,15 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// Set when log lines can show a request's trace id: spans are exported, and the log filter lets
+/// our (INFO) spans into log lines.
+static LOGS_TRACE_IDS: AtomicBool = AtomicBool::new(false);
+
+/// Whether a request span should carry its trace id for the log lines inside it.
+pub fn logs_trace_ids() -> bool {
+    LOGS_TRACE_IDS.load(Ordering::Relaxed)
+}
+
 fn otlp_configured() -> bool {
     [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -87,40 +96,25 @@ enum Export {
 
 fn tracer_provider(service_name: &'static str, export: Export) -> SdkTracerProvider {
     let resource = Resource::builder().with_service_name(service_name).build();
-    let mut builder = SdkTracerProvider::builder().with_resource(resource);
-    let (exporter, config) = match export {
+    let builder = SdkTracerProvider::builder().with_resource(resource.clone());
+    // BatchConfigBuilder reads OTEL_BSP_* (queue size, batch size, delay) itself.
+    let (traces_url, config) = match export {
         Export::FromEnvironment if !otlp_configured() => return builder.build(),
-        // Reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT and OTEL_BSP_* itself.
-        Export::FromEnvironment => (
-            opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_http_client(otlp_http::OtlpHttpClient::new())
-                .build(),
-            BatchConfigBuilder::default().build(),
-        ),
+        Export::FromEnvironment => (None, BatchConfigBuilder::default().build()),
         Export::To { traces_url, delay } => (
-            opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_http_client(otlp_http::OtlpHttpClient::new())
-                .with_endpoint(traces_url)
-                .build(),
+            Some(traces_url),
             BatchConfigBuilder::default()
                 .with_scheduled_delay(delay)
                 .build(),
         ),
     };
-    match exporter {
-        // Exports run on the tokio runtime; the binaries call this from `#[tokio::main]`.
-        Ok(exporter) => {
-            let processor =
-                BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
-                    .with_batch_config(config)
-                    .build();
-            builder = builder.with_span_processor(processor);
-        }
-        Err(error) => eprintln!("OTLP exporter not started: {error}"),
-    }
-    builder.build()
+    let exporter = otlp_http::OtlpHttpExporter::new(traces_url, &resource);
+    // Spans are queued on the request path and encoded and sent in batches by a task on the
+    // tokio runtime (the binaries call this from `#[tokio::main]`), off the request path.
+    let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
+        .with_batch_config(config)
+        .build();
+    builder.with_span_processor(processor).build()
 }
 
 /// Installs the global subscriber for `service_name`. `RUST_LOG` filters log lines (default
@@ -151,6 +145,10 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
 
     let log_filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn,h2=warn"));
+    // Our spans are at INFO: below that level no log line lists them, or their trace id.
+    let logs_spans = log_filter
+        .max_level_hint()
+        .is_none_or(|level| level >= tracing::Level::INFO);
     let log_layer = match format {
         // Colours only on a terminal: a log file or pipe gets plain text.
         LogFormat::Human => tracing_subscriber::fmt::layer()
@@ -164,6 +162,8 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
             .boxed(),
     };
     // Our own spans (request, upstream, ...) become OpenTelemetry spans; library internals do not.
+    // Of the events only warnings and errors become span events: an info line ("request served")
+    // repeats what the span's attributes already say.
     let span_filter = Targets::new()
         .with_default(tracing::Level::INFO)
         .with_target("h2", tracing::level_filters::LevelFilter::OFF)
@@ -171,11 +171,23 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
         .with_target("hyper_util", tracing::level_filters::LevelFilter::OFF)
         .with_target("tower", tracing::level_filters::LevelFilter::OFF)
         .with_target("sqlx", tracing::level_filters::LevelFilter::OFF)
-        .with_target("reqwest", tracing::level_filters::LevelFilter::OFF);
-    // Without an exporter these layers are left out entirely: no span data per request.
+        .with_target("reqwest", tracing::level_filters::LevelFilter::OFF)
+        .and(filter_fn(|metadata| {
+            metadata.is_span() || *metadata.level() <= tracing::Level::WARN
+        }));
+    // Without an exporter these layers are left out entirely: no span data per request. With
+    // one, a span carries the attributes we give it and nothing per span that costs without
+    // telling anything: no source location, thread or target attributes, no busy/idle timings
+    // (taken at every poll), and no OpenTelemetry context attached at every poll (our spans
+    // find their parent through the tracing span tree, and so do the SQL spans).
     let otel_layer = exports.then(|| {
         tracing_opentelemetry::layer()
             .with_tracer(tracer.clone())
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_filter(span_filter)
     });
     // sqlx reports each finished statement at DEBUG on target `sqlx::query`.
@@ -191,6 +203,7 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
         .try_init();
     if installed.is_ok() {
         EXPORTING.store(exports, Ordering::Relaxed);
+        LOGS_TRACE_IDS.store(exports && logs_spans, Ordering::Relaxed);
     }
     Telemetry { provider }
 }
@@ -217,24 +230,55 @@ pub fn extract_context(headers: &HeaderMap) -> Context {
     global::get_text_map_propagator(|propagator| propagator.extract(&HeaderExtractor(headers)))
 }
 
-/// Writes the current span's trace context into outgoing headers (`traceparent`).
+/// Writes the span's trace context into outgoing headers: `traceparent`, and `tracestate` when
+/// the trace carries one (W3C Trace Context, as the SDK's `TraceContextPropagator` writes them,
+/// without going through its string formatting).
 pub fn inject_context(span: &tracing::Span, headers: &mut HeaderMap) {
     let context = span.context();
-    global::get_text_map_propagator(|propagator| {
-        propagator.inject_context(&context, &mut HeaderInjector(headers));
-    });
-    // The W3C propagator writes `tracestate` even when the trace carries none.
-    if headers
-        .get("tracestate")
-        .is_some_and(|value| value.is_empty())
+    let span_ref = context.span();
+    let span_context = span_ref.span_context();
+    if !span_context.is_valid() {
+        return;
+    }
+    let mut traceparent = [0_u8; 55];
+    traceparent[..3].copy_from_slice(b"00-");
+    write_hex(&mut traceparent[3..35], &span_context.trace_id().to_bytes());
+    traceparent[35] = b'-';
+    write_hex(&mut traceparent[36..52], &span_context.span_id().to_bytes());
+    traceparent[52] = b'-';
+    write_hex(
+        &mut traceparent[53..55],
+        &[span_context.trace_flags().to_u8() & TraceFlags::SAMPLED.to_u8()],
+    );
+    if let Ok(value) = HeaderValue::from_bytes(&traceparent) {
+        headers.insert(&TRACEPARENT, value);
+    }
+    let state = span_context.trace_state();
+    if *state != TraceState::NONE
+        && let Ok(value) = HeaderValue::from_str(&state.header())
     {
-        headers.remove("tracestate");
+        headers.insert(&TRACESTATE, value);
     }
 }
 
-/// The trace id of a span, as 32 hex digits (all zeros when tracing is not installed).
-pub fn trace_id(span: &tracing::Span) -> String {
-    span.context().span().span_context().trace_id().to_string()
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// Lower-case hex of `bytes` into `out` (twice as long).
+fn write_hex(out: &mut [u8], bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+}
+
+/// Records the span's trace id (32 hex digits) in its `trace_id` field.
+pub fn record_trace_id(span: &tracing::Span) {
+    let trace_id = span.context().span().span_context().trace_id().to_bytes();
+    let mut hex = [0_u8; 32];
+    write_hex(&mut hex, &trace_id);
+    span.record("trace_id", std::str::from_utf8(&hex).unwrap_or_default());
 }
 
 /// Turns each finished SQL statement that sqlx reports into a client span under the current span,
