@@ -301,7 +301,7 @@ fn write_varint(out: &mut Vec<u8>, mut value: u64) {
 
 fn varint_len(value: u64) -> usize {
     // 1 byte per 7 bits, at least one.
-    ((64 - (value | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// The bytes a length-delimited field of `len` bytes takes (tag of a field below 16 included).
