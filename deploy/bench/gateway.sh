@@ -200,9 +200,9 @@ counted() {
   local pid=$last_pid
   wait_ready "$name under valgrind" "$COUNTED" "$pid" /healthz
   TOKEN=$HS_TOKEN wrk -t1 -c4 -d2s -s "$bench_dir/bench.lua" "$url" >/dev/null 2>&1 || true
-  # An exporting gateway sends its spans in batches (every 5 s, or at 512 spans): wait until the
-  # sink has had nothing for 6 s after the warm-up and after the load, so that the count holds
-  # the export of exactly the counted requests' spans.
+  # An exporting gateway sends its spans in batches (every OTEL_BSP_SCHEDULE_DELAY, 1 s here, or
+  # at 512 spans): wait until the sink has had nothing for 6 s after the warm-up and after the
+  # load, so that the count holds the export of exactly the counted requests' spans.
   local spans_before=0
   [ -z "${sink:-}" ] || { quiet "$sink"; spans_before=$(spans_in "$sink"); }
   callgrind_control --instr=on "$pid" >/dev/null
@@ -228,7 +228,7 @@ if [ "${INSTRUCTIONS:-1}" = 1 ]; then
   counted gateway-nocache "${one_worker[@]}" TOKEN_CACHE_CAPACITY=0 "$bin/gateway" serve
   if [ "${OTLP:-0}" = 1 ]; then
     spawn otlp-sink "$logs" python3 "$bench_dir/otlp_sink.py" "$SINK"
-    sink="$logs/otlp-sink.log" counted gateway-otlp "${one_worker[@]}" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$SINK" "$bin/gateway" serve
+    sink="$logs/otlp-sink.log" counted gateway-otlp "${one_worker[@]}" OTEL_BSP_SCHEDULE_DELAY=1000 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$SINK" "$bin/gateway" serve
   fi
   # HAProxy's HS256 frontend alone, on the counted port, with one thread.
   sed -n '1,/^frontend jwt_rs256/p' "$work/haproxy.cfg" | sed -e '$d' -e "s#127.0.0.1:$HA_HS#127.0.0.1:$COUNTED#" \
