@@ -15,7 +15,8 @@
 # (55480), PERF (1), INSTRUCTIONS (1: count instructions per request under valgrind), BENCH_STATE
 # (.local/bench-gateway), BUILD=0 (use the release binaries as built), ROUTES / ALGS
 # (space-separated subsets, to iterate on one case), CALLGRIND_PATH (/v1/lingo/languages: the
-# route whose instructions are counted).
+# route whose instructions are counted), OTLP=1 (also count the gateway exporting every span to an
+# OTLP/HTTP sink on port base + 6).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -33,7 +34,9 @@ PG_PORT=${PG_PORT:-55480}
 base=${BENCH_PORT_BASE:-19500}
 GW=$base GW_NOCACHE=$((base + 1)) HA_HS=$((base + 2)) HA_RS=$((base + 3)) LINGO=$((base + 4))
 COUNTED=$((base + 5))   # the contender whose instructions are being counted (one at a time)
+SINK=$((base + 6))      # OTLP=1: the span sink of the exporting gateway
 require_free_ports "$GW" "$GW_NOCACHE" "$HA_HS" "$HA_RS" "$LINGO" "$COUNTED" "$PG_PORT"
+[ "${OTLP:-0}" = 0 ] || require_free_ports "$SINK"
 bench_folders "$root/.local/bench-gateway" lingonews-gwbench
 results="$state/results.tsv"
 
@@ -182,6 +185,11 @@ if [ "${PERF:-1}" = 1 ] && command -v perf >/dev/null 2>&1; then
     | tidy 60 >"$state/profile-children.txt" || true
 fi
 
+# quiet LOG: waits until LOG (the OTLP sink's) has not changed for 6 s. spans_in LOG: the spans
+# the sink has received (its last line ends "N in all").
+quiet() { while [ $(( $(date +%s) - $(stat -c %Y "$1") )) -lt 6 ]; do sleep 1; done; }
+spans_in() { sed -n 's/.*, \([0-9]*\) in all$/\1/p' "$1" | tail -n 1 | grep . || echo 0; }
+
 # counted NAME CMD...: the instructions per request CMD (a contender listening on $COUNTED) executes in
 # user space, counted by valgrind's callgrind over STEP_SECS of HS256 load on $CALLGRIND_PATH at
 # 4 connections, after a warm-up that is not counted. Unlike req/s and CPU time this count does not
@@ -194,11 +202,18 @@ counted() {
   local pid=$last_pid
   wait_ready "$name under valgrind" "$COUNTED" "$pid" /healthz
   TOKEN=$HS_TOKEN wrk -t1 -c4 -d2s -s "$bench_dir/bench.lua" "$url" >/dev/null 2>&1 || true
+  # An exporting gateway sends its spans in batches (every OTEL_BSP_SCHEDULE_DELAY, 1 s here, or
+  # at 512 spans): wait until the sink has had nothing for 6 s after the warm-up and after the
+  # load, so that the count holds the export of exactly the counted requests' spans.
+  local spans_before=0
+  [ -z "${sink:-}" ] || { quiet "$sink"; spans_before=$(spans_in "$sink"); }
   callgrind_control --instr=on "$pid" >/dev/null
   requests=$(TOKEN=$HS_TOKEN wrk -t1 -c4 -d"${STEP_SECS}s" -s "$bench_dir/bench.lua" "$url" 2>&1 \
     | sed -n 's/^RESULT //p' | python3 -c 'import json, sys; r = json.load(sys.stdin); assert r["non_2xx_3xx"] == 0; print(r["requests"])') \
     || die "the counted load on $name failed"
+  [ -z "${sink:-}" ] || quiet "$sink"
   callgrind_control --instr=off "$pid" >/dev/null
+  [ -z "${sink:-}" ] || say "$name: $(( $(spans_in "$sink") - spans_before )) spans reached the sink for $requests requests"
   callgrind_control --dump "$pid" >/dev/null
   kill "$pid"; wait "$pid" 2>/dev/null || true
   total=$(cat "$out".* | sed -n 's/^totals: //p' | paste -sd+ | bc)
@@ -213,6 +228,10 @@ if [ "${INSTRUCTIONS:-1}" = 1 ]; then
   one_worker=(env "${upstreams[@]}" GATEWAY_WORKERS=1 GATEWAY_LISTEN_ADDR="127.0.0.1:$COUNTED")
   counted gateway "${one_worker[@]}" "$bin/gateway" serve
   counted gateway-nocache "${one_worker[@]}" TOKEN_CACHE_CAPACITY=0 "$bin/gateway" serve
+  if [ "${OTLP:-0}" = 1 ]; then
+    spawn otlp-sink "$logs" python3 "$bench_dir/otlp_sink.py" "$SINK"
+    sink="$logs/otlp-sink.log" counted gateway-otlp "${one_worker[@]}" OTEL_BSP_SCHEDULE_DELAY=1000 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$SINK" "$bin/gateway" serve
+  fi
   # HAProxy's HS256 frontend alone, on the counted port, with one thread.
   sed -n '1,/^frontend jwt_rs256/p' "$work/haproxy.cfg" | sed -e '$d' -e "s#127.0.0.1:$HA_HS#127.0.0.1:$COUNTED#" \
     -e 's/^global$/global\n    nbthread 1/' >"$work/haproxy-counted.cfg"
@@ -290,4 +309,7 @@ if counts:
     print("| gateway | gateway, no cache | HAProxy | HAProxy ÷ gateway | HAProxy ÷ no cache |\n|---|---|---|---|---|")
     g, n, h = counts["gateway"], counts["gateway-nocache"], counts["haproxy"]
     print(f"| {g:,.0f} | {n:,.0f} | {h:,.0f} | {h / g:.2f}× | {h / n:.2f}× |")
+    if "gateway-otlp" in counts:
+        o = counts["gateway-otlp"]
+        print(f"\nWith every span exported (OTLP=1): {o:,.0f} instructions per request, {o / g:.3f}× the gateway without an exporter.")
 EOF

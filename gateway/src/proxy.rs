@@ -11,8 +11,8 @@ use axum::body::HttpBody as _;
 use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::response::Response;
+use shared_auth::telemetry::ClientSpan;
 use shared_auth::{Problem, SharedCode};
-use tracing::Instrument;
 
 use crate::client::{BodyState, OutBody, PooledBody, SendError, UpstreamClient, is_broken_framing};
 use crate::error::{
@@ -22,27 +22,16 @@ use crate::headers::strip_hop_by_hop;
 use crate::metrics::Metrics;
 use crate::upstream::{Replica, UpstreamGroup};
 
-/// The copy of the headers sent on one attempt: the request's, with `traceparent` naming the
-/// attempt's span when spans are exported (otherwise the client's `traceparent` goes on as is).
-fn inject_trace(span: &tracing::Span, headers: &mut HeaderMap) {
-    if shared_auth::telemetry::exporting() {
-        shared_auth::telemetry::inject_context(span, headers);
-    }
-}
-
-/// The client span of one attempt at a replica (the service's server span becomes its child).
-/// Built only when spans are exported: otherwise nothing collects it.
-fn attempt_span(method: &Method, group: &str, replica: &Replica) -> tracing::Span {
-    if !shared_auth::telemetry::exporting() {
-        return tracing::Span::none();
-    }
-    tracing::info_span!(
-        "upstream",
-        otel.name = method.as_str(),
-        otel.kind = "client",
-        upstream.group = group,
-        server.address = %replica.base,
-        http.response.status_code = tracing::field::Empty,
+/// The client span of one attempt at a replica (the service's server span becomes its child),
+/// while spans are exported: otherwise nothing collects it, and the client's `traceparent` goes
+/// on as is.
+fn attempt_span(method: &Method, group: &str, replica: &Replica) -> Option<ClientSpan> {
+    ClientSpan::start(
+        method,
+        &[
+            ("upstream.group", group),
+            ("server.address", replica.base.as_str()),
+        ],
     )
 }
 
@@ -143,9 +132,11 @@ impl Proxy {
             tracing::error!(upstream = %replica.base, "cannot build the upstream URI");
             return Err(Failure::Final(Problem::internal()));
         };
-        let span = attempt_span(&attempt.method, label, replica);
+        let mut span = attempt_span(&attempt.method, label, replica);
         let mut headers = attempt.headers;
-        inject_trace(&span, &mut headers);
+        if let Some(span) = &span {
+            span.inject(&mut headers);
+        }
         let body_state = attempt.body;
         let out_body = body_state.clone().map_or(OutBody::Empty, OutBody::Streamed);
         let mut upstream_request = Request::new(out_body);
@@ -157,7 +148,6 @@ impl Proxy {
             deadline,
             self.client.send(&replica.endpoint, upstream_request),
         )
-        .instrument(span.clone())
         .await;
         let error = match sent {
             Ok(Ok(mut response)) => {
@@ -167,9 +157,10 @@ impl Proxy {
                 }
                 let body = response.body_mut();
                 self.first_piece(label, replica, body, body_state.as_deref(), deadline)
-                    .instrument(span.clone())
                     .await?;
-                span.record("http.response.status_code", status.as_u16());
+                if let Some(span) = &mut span {
+                    span.answered(status.as_u16());
+                }
                 return Ok(into_response(response));
             }
             Ok(Err(error)) => error,

@@ -11,12 +11,11 @@ use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::http::codes::SharedCode;
 use crate::http::context;
 use crate::http::problem::{PROBLEM_JSON, Problem};
-use crate::telemetry;
+use crate::telemetry::{self, ServerSpan};
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -65,18 +64,31 @@ where
     let method = request.method().clone();
     // For the log line: a clone of a URI shares its bytes, unlike a copy of its path.
     let uri = request.uri().clone();
-    let span = server_span(&request, id.to_str().unwrap_or_default());
+    let span = log_span(&request, id.to_str().unwrap_or_default());
+    let trace = server_span(&request, &id);
+    if let Some(trace) = &trace
+        && telemetry::logs_trace_ids()
+    {
+        let hex = trace.trace_id_hex();
+        span.record("trace_id", std::str::from_utf8(&hex).unwrap_or_default());
+    }
     let started = Instant::now();
 
-    let mut response = context::scope(id.clone(), async move {
+    let work = context::scope(id.clone(), async move {
         let response = inner(request).await;
         ensure_problem_body(response).await
     })
-    .instrument(span.clone())
-    .await;
+    .instrument(span.clone());
+    let mut response = match &trace {
+        Some(trace) => trace.run(work).await,
+        None => work.await,
+    };
 
     response.headers_mut().insert(X_REQUEST_ID.clone(), id);
     span.record("http.response.status_code", response.status().as_u16());
+    if let Some(trace) = trace {
+        trace.end(response.status().as_u16());
+    }
     span.in_scope(|| {
         let status = response.status().as_u16();
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -89,32 +101,46 @@ where
     response
 }
 
-/// The server span of a request: a child of the caller's `traceparent` when there is one, carrying
-/// the request id and (while spans are exported) the trace id, so every log line inside it names
-/// both.
-fn server_span(request: &Request, request_id: &str) -> tracing::Span {
+/// The span of a request in the log lines: every line inside it names the request id and (while
+/// spans are exported, and log lines show spans) the trace id.
+fn log_span(request: &Request, request_id: &str) -> tracing::Span {
+    tracing::info_span!(
+        "request",
+        http.request.method = request.method().as_str(),
+        url.path = request.uri().path(),
+        http.response.status_code = tracing::field::Empty,
+        request_id = request_id,
+        trace_id = tracing::field::Empty,
+    )
+}
+
+/// The OpenTelemetry server span of a request, while spans are exported: a child of the caller's
+/// `traceparent` when there is one, named by method and route (the path when no route matched).
+/// Without an exporter there is no trace to join or to name: the log lines carry no trace id
+/// (rather than one of zeros), and the caller's `traceparent` goes upstream unchanged.
+fn server_span(request: &Request, request_id: &HeaderValue) -> Option<ServerSpan> {
+    if !telemetry::exporting() {
+        return None;
+    }
     let method = request.method();
+    let path = request.uri().path();
     let route = request
         .extensions()
         .get::<MatchedPath>()
-        .map_or_else(|| request.uri().path(), MatchedPath::as_str);
-    let span = tracing::info_span!(
-        "request",
-        otel.name = %format!("{method} {route}"),
-        otel.kind = "server",
-        http.request.method = %method,
-        url.path = %request.uri().path(),
-        http.response.status_code = tracing::field::Empty,
-        request_id = %request_id,
-        trace_id = tracing::field::Empty,
-    );
-    // Without an exporter there is no trace to join or to name: the log lines carry no trace id
-    // (rather than one of zeros), and the caller's `traceparent` goes upstream unchanged.
-    if telemetry::exporting() {
-        let _ = span.set_parent(telemetry::extract_context(request.headers()));
-        span.record("trace_id", telemetry::trace_id(&span));
-    }
-    span
+        .map_or(path, MatchedPath::as_str);
+    let text = |value: &str| opentelemetry::Value::from(value.to_owned());
+    ServerSpan::start(
+        request.headers(),
+        format!("{method} {route}"),
+        vec![
+            opentelemetry::KeyValue::new("http.request.method", text(method.as_str())),
+            opentelemetry::KeyValue::new("url.path", text(path)),
+            opentelemetry::KeyValue::new(
+                "request_id",
+                text(request_id.to_str().unwrap_or_default()),
+            ),
+        ],
+    )
 }
 
 fn is_problem(response: &Response) -> bool {
