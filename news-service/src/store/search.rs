@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
@@ -27,6 +28,10 @@ use crate::views::{ArticleItem, Highlight, HighlightField, SearchHit, SearchPage
 #[derive(Debug, Clone)]
 pub struct LanguageQuery {
     pub language: String,
+    /// The language's text search configuration (`search_config(language)`), read once per
+    /// search: the function looks the name up in the catalogue on every call, which cost more
+    /// than the rest of a search page when the highlights called it per article and field.
+    pub config: Oid,
     /// The whole query (`tsquery` text).
     pub query: String,
     /// Without exclusions: what highlights mark.
@@ -39,10 +44,13 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
     let positive = positive_query(q);
     let rows = sqlx::query_as!(
         LanguageQuery,
-        r#"SELECT l.language AS "language!",
-                  websearch_to_tsquery(search_config(l.language), $1)::text AS "query!",
-                  websearch_to_tsquery(search_config(l.language), $2)::text AS "positive!"
+        // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language rather
+        // than once per use.
+        r#"SELECT l.language AS "language!", c.config::oid AS "config!",
+                  websearch_to_tsquery(c.config, $1)::text AS "query!",
+                  websearch_to_tsquery(c.config, $2)::text AS "positive!"
              FROM search_languages l
+            CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
             ORDER BY l.language"#,
         q,
         positive
@@ -321,23 +329,24 @@ async fn highlights(
     languages: &[LanguageQuery],
 ) -> Result<HashMap<String, Vec<Highlight>>> {
     let codes: Vec<String> = languages.iter().map(|l| l.language.clone()).collect();
+    let configs: Vec<Oid> = languages.iter().map(|l| l.config).collect();
     let positives: Vec<String> = languages.iter().map(|l| l.positive.clone()).collect();
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
     // cannot fake a mark.
     let rows = sqlx::query!(
         r#"SELECT a.id,
-                  ts_headline(search_config(a.language),
+                  ts_headline(l.config::regconfig,
                               translate(a.title, U&'\E000\E001', U&'\FFFD\FFFD'),
                               l.positive::tsquery, $4) AS "title!",
-                  ts_headline(search_config(a.language),
+                  ts_headline(l.config::regconfig,
                               translate(a.summary, U&'\E000\E001', U&'\FFFD\FFFD'),
                               l.positive::tsquery, $4) AS "summary!",
-                  ts_headline(search_config(a.language),
+                  ts_headline(l.config::regconfig,
                               translate(a.body, U&'\E000\E001', U&'\FFFD\FFFD'),
                               l.positive::tsquery,
                               CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) AS "body!"
              FROM articles a
-             JOIN unnest($2::text[], $3::text[]) AS l (language, positive)
+             JOIN unnest($2::text[], $3::text[], $7::oid[]) AS l (language, positive, config)
                ON l.language = a.language
             WHERE a.id = ANY($1)"#,
         ids,
@@ -346,6 +355,7 @@ async fn highlights(
         headline_options(true),
         headline_options(false),
         MAX_FRAGMENT_CHARS as i32,
+        &configs,
     )
     .fetch_all(pool)
     .await?;
