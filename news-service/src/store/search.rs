@@ -18,7 +18,7 @@ use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, positive_query, query_words,
-    rank_window, respell,
+    rank_window, respell, restrict_to_weight,
 };
 use crate::error::Result;
 use crate::store::articles;
@@ -97,16 +97,17 @@ fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) 
     qb.push(")");
 }
 
-/// 3 when the query matches within the title alone, 2 within the summary, else 1 (the body).
+/// 3 when the query matches within the title alone (weight A), 2 within the summary (B), else 1
+/// (the body).
 fn push_score(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) {
     qb.push("CASE a.language");
     for l in languages {
         qb.push(" WHEN ")
             .push_bind(l.language.clone())
-            .push(" THEN CASE WHEN ts_filter(a.search_vector, '{a}') @@ ")
-            .push_bind(l.query.clone())
-            .push("::tsquery THEN 3 WHEN ts_filter(a.search_vector, '{b}') @@ ")
-            .push_bind(l.query.clone())
+            .push(" THEN CASE WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'A'))
+            .push("::tsquery THEN 3 WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'B'))
             .push("::tsquery THEN 2 ELSE 1 END");
     }
     qb.push(" ELSE 0 END::smallint");
