@@ -401,6 +401,39 @@ pub fn restrict_to_weight(query: &str, weight: char) -> String {
     out
 }
 
+/// A `tsquery` matching a document that holds any lexeme of `query` with `weight`:
+/// `'harbour' <-> 'strike'` gives `'harbour':A | 'strike':A`, and "" when `query` has no lexeme.
+/// A field without any of the query's lexemes gets no highlight, so asking this of the stored
+/// vector spares `ts_headline` re-reading that field's text.
+pub fn any_lexeme(query: &str, weight: char) -> String {
+    let labelled = restrict_to_weight(query, weight);
+    let mut lexemes = Vec::new();
+    let mut rest = labelled.as_str();
+    while let Some(start) = rest.find('\'') {
+        let mut end = start + 1;
+        let bytes = rest.as_bytes();
+        // The closing quote (`''` is a quote inside, `\` escapes), then its `:labels`.
+        while end < bytes.len() {
+            match bytes[end] {
+                b'\\' => end += 2,
+                b'\'' if bytes.get(end + 1) == Some(&b'\'') => end += 2,
+                b'\'' => break,
+                _ => end += 1,
+            }
+        }
+        end += 1;
+        while end < bytes.len()
+            && (bytes[end] == b':' || bytes[end].is_ascii_alphabetic() || bytes[end] == b'*')
+        {
+            end += 1;
+        }
+        let end = end.min(rest.len());
+        lexemes.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    lexemes.join(" | ")
+}
+
 #[cfg(test)]
 mod tests {
     use base64::Engine;
@@ -567,6 +600,18 @@ mod tests {
         ];
         for (query, expected) in cases {
             assert_eq!(restrict_to_weight(query, 'A'), expected, "{query}");
+        }
+    }
+    #[test]
+    fn any_lexeme_ors_the_labelled_lexemes() {
+        let cases = [
+            ("'harbour' <-> 'strike'", "'harbour':B | 'strike':B"),
+            ("'a' & !( 'b' | 'it''s' )", "'a':B | 'b':B | 'it''s':B"),
+            ("'a\\'b' & 'c'", "'a\\'b':B | 'c':B"),
+            ("", ""),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(any_lexeme(query, 'B'), expected, "{query}");
         }
     }
 }

@@ -17,8 +17,8 @@ use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
-    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, positive_query, query_words,
-    rank_window, respell, restrict_to_weight,
+    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
+    query_words, rank_window, respell, restrict_to_weight,
 };
 use crate::error::Result;
 use crate::store::articles;
@@ -332,22 +332,35 @@ async fn highlights(
     let codes: Vec<String> = languages.iter().map(|l| l.language.clone()).collect();
     let configs: Vec<Oid> = languages.iter().map(|l| l.config).collect();
     let positives: Vec<String> = languages.iter().map(|l| l.positive.clone()).collect();
+    // Per field (A title, B summary, C body): any positive lexeme there. `ts_headline` reads the
+    // whole text again and is most of a page's cost; a field without a lexeme gets no highlight.
+    let in_field = |weight| -> Vec<String> {
+        languages
+            .iter()
+            .map(|l| any_lexeme(&l.positive, weight))
+            .collect()
+    };
+    let (in_title, in_summary, in_body) = (in_field('A'), in_field('B'), in_field('C'));
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
     // cannot fake a mark.
     let rows = sqlx::query!(
         r#"SELECT a.id,
+                  CASE WHEN a.search_vector @@ l.in_title::tsquery THEN
                   ts_headline(l.config::regconfig,
                               translate(a.title, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) AS "title!",
+                              l.positive::tsquery, $4) ELSE '' END AS "title!",
+                  CASE WHEN a.search_vector @@ l.in_summary::tsquery THEN
                   ts_headline(l.config::regconfig,
                               translate(a.summary, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) AS "summary!",
+                              l.positive::tsquery, $4) ELSE '' END AS "summary!",
+                  CASE WHEN a.search_vector @@ l.in_body::tsquery THEN
                   ts_headline(l.config::regconfig,
                               translate(a.body, U&'\E000\E001', U&'\FFFD\FFFD'),
                               l.positive::tsquery,
-                              CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) AS "body!"
+                              CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) ELSE '' END AS "body!"
              FROM articles a
-             JOIN unnest($2::text[], $3::text[], $7::oid[]) AS l (language, positive, config)
+             JOIN unnest($2::text[], $3::text[], $7::oid[], $8::text[], $9::text[], $10::text[])
+                  AS l (language, positive, config, in_title, in_summary, in_body)
                ON l.language = a.language
             WHERE a.id = ANY($1)"#,
         ids,
@@ -357,6 +370,9 @@ async fn highlights(
         headline_options(false),
         MAX_FRAGMENT_CHARS as i32,
         &configs,
+        &in_title,
+        &in_summary,
+        &in_body,
     )
     .fetch_all(pool)
     .await?;
