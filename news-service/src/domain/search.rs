@@ -424,6 +424,73 @@ pub struct SearchPage {
     pub suggestion: Option<String>,
 }
 
+/// A `tsquery` (as PostgreSQL prints it) with every lexeme restricted to `weight`:
+/// `'harbour' & !'strike'` becomes `'harbour':A & !'strike':A`. A document matches it exactly
+/// when the original query matches the document's `weight` part alone (its title for `A`), and
+/// testing it costs one `@@`, where cutting that part out first (`ts_filter`) copies the vector
+/// for every row ranked. `websearch_to_tsquery` writes no labels of its own; a lexeme that has
+/// some gets `weight` added to them.
+pub fn restrict_to_weight(query: &str, weight: char) -> String {
+    let mut out = String::with_capacity(query.len() + 8);
+    let mut chars = query.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '\'' {
+            continue;
+        }
+        // A quoted lexeme: `''` is a quote inside it, `\` escapes the next character.
+        while let Some(inner) = chars.next() {
+            out.push(inner);
+            match inner {
+                '\\' => out.extend(chars.next()),
+                '\'' if chars.peek() == Some(&'\'') => out.extend(chars.next()),
+                '\'' => break,
+                _ => {}
+            }
+        }
+        if chars.peek() == Some(&':') {
+            out.extend(chars.next());
+        } else {
+            out.push(':');
+        }
+        out.push(weight);
+    }
+    out
+}
+
+/// A `tsquery` matching a document that holds any lexeme of `query` with `weight`:
+/// `'harbour' <-> 'strike'` gives `'harbour':A | 'strike':A`, and "" when `query` has no lexeme.
+/// A field without any of the query's lexemes gets no highlight, so asking this of the stored
+/// vector spares `ts_headline` re-reading that field's text.
+pub fn any_lexeme(query: &str, weight: char) -> String {
+    let labelled = restrict_to_weight(query, weight);
+    let mut lexemes = Vec::new();
+    let mut rest = labelled.as_str();
+    while let Some(start) = rest.find('\'') {
+        let mut end = start + 1;
+        let bytes = rest.as_bytes();
+        // The closing quote (`''` is a quote inside, `\` escapes), then its `:labels`.
+        while end < bytes.len() {
+            match bytes[end] {
+                b'\\' => end += 2,
+                b'\'' if bytes.get(end + 1) == Some(&b'\'') => end += 2,
+                b'\'' => break,
+                _ => end += 1,
+            }
+        }
+        end += 1;
+        while end < bytes.len()
+            && (bytes[end] == b':' || bytes[end].is_ascii_alphabetic() || bytes[end] == b'*')
+        {
+            end += 1;
+        }
+        let end = end.min(rest.len());
+        lexemes.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    lexemes.join(" | ")
+}
+
 #[cfg(test)]
 mod tests {
     use base64::Engine;
@@ -572,5 +639,36 @@ mod tests {
         };
         assert!(range(at(5), at(5)).matches_nothing());
         assert!(!range(at(4), at(5)).matches_nothing());
+    }
+
+    #[test]
+    fn restricting_to_a_weight_labels_every_lexeme() {
+        let cases = [
+            ("'harbour'", "'harbour':A"),
+            (
+                "'harbour' & !'strike' | 'port' <-> 'citi'",
+                "'harbour':A & !'strike':A | 'port':A <-> 'citi':A",
+            ),
+            ("( 'a' | 'b' ) & 'c'", "( 'a':A | 'b':A ) & 'c':A"),
+            // Quotes and backslashes inside a lexeme are not its end.
+            ("'it''s' & 'a\\'b'", "'it''s':A & 'a\\'b':A"),
+            ("'pre':*", "'pre':A*"),
+            ("", ""),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(restrict_to_weight(query, 'A'), expected, "{query}");
+        }
+    }
+    #[test]
+    fn any_lexeme_ors_the_labelled_lexemes() {
+        let cases = [
+            ("'harbour' <-> 'strike'", "'harbour':B | 'strike':B"),
+            ("'a' & !( 'b' | 'it''s' )", "'a':B | 'b':B | 'it''s':B"),
+            ("'a\\'b' & 'c'", "'a\\'b':B | 'c':B"),
+            ("", ""),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(any_lexeme(query, 'B'), expected, "{query}");
+        }
     }
 }

@@ -12,13 +12,14 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
-    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, positive_query, query_words,
-    rank_window, respell,
+    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
+    query_words, rank_window, respell, restrict_to_weight,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::error::Result;
@@ -28,6 +29,10 @@ use crate::store::articles;
 #[derive(Debug, Clone)]
 pub struct LanguageQuery {
     pub language: String,
+    /// The language's text search configuration (`search_config(language)`), read once per
+    /// search: the function looks the name up in the catalogue on every call, which cost more
+    /// than the rest of a search page when the highlights called it per article and field.
+    pub config: Oid,
     /// The whole query (`tsquery` text).
     pub query: String,
     /// Without exclusions: what highlights mark.
@@ -40,10 +45,13 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
     let positive = positive_query(q);
     let rows = sqlx::query_as!(
         LanguageQuery,
-        r#"SELECT l.language AS "language!",
-                  websearch_to_tsquery(search_config(l.language), $1)::text AS "query!",
-                  websearch_to_tsquery(search_config(l.language), $2)::text AS "positive!"
+        // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language rather
+        // than once per use.
+        r#"SELECT l.language AS "language!", c.config::oid AS "config!",
+                  websearch_to_tsquery(c.config, $1)::text AS "query!",
+                  websearch_to_tsquery(c.config, $2)::text AS "positive!"
              FROM search_languages l
+            CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
             ORDER BY l.language"#,
         q,
         positive
@@ -90,16 +98,17 @@ fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) 
     qb.push(")");
 }
 
-/// 3 when the query matches within the title alone, 2 within the summary, else 1 (the body).
+/// 3 when the query matches within the title alone (weight A), 2 within the summary (B), else 1
+/// (the body).
 fn push_score(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) {
     qb.push("CASE a.language");
     for l in languages {
         qb.push(" WHEN ")
             .push_bind(l.language.clone())
-            .push(" THEN CASE WHEN ts_filter(a.search_vector, '{a}') @@ ")
-            .push_bind(l.query.clone())
-            .push("::tsquery THEN 3 WHEN ts_filter(a.search_vector, '{b}') @@ ")
-            .push_bind(l.query.clone())
+            .push(" THEN CASE WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'A'))
+            .push("::tsquery THEN 3 WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'B'))
             .push("::tsquery THEN 2 ELSE 1 END");
     }
     qb.push(" ELSE 0 END::smallint");
@@ -322,23 +331,37 @@ async fn highlights(
     languages: &[LanguageQuery],
 ) -> Result<HashMap<String, Vec<Highlight>>> {
     let codes: Vec<String> = languages.iter().map(|l| l.language.clone()).collect();
+    let configs: Vec<Oid> = languages.iter().map(|l| l.config).collect();
     let positives: Vec<String> = languages.iter().map(|l| l.positive.clone()).collect();
+    // Per field (A title, B summary, C body): any positive lexeme there. `ts_headline` reads the
+    // whole text again and is most of a page's cost; a field without a lexeme gets no highlight.
+    let in_field = |weight| -> Vec<String> {
+        languages
+            .iter()
+            .map(|l| any_lexeme(&l.positive, weight))
+            .collect()
+    };
+    let (in_title, in_summary, in_body) = (in_field('A'), in_field('B'), in_field('C'));
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
     // cannot fake a mark.
     let rows = sqlx::query!(
         r#"SELECT a.id,
-                  ts_headline(search_config(a.language),
+                  CASE WHEN a.search_vector @@ l.in_title::tsquery THEN
+                  ts_headline(l.config::regconfig,
                               translate(a.title, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) AS "title!",
-                  ts_headline(search_config(a.language),
+                              l.positive::tsquery, $4) ELSE '' END AS "title!",
+                  CASE WHEN a.search_vector @@ l.in_summary::tsquery THEN
+                  ts_headline(l.config::regconfig,
                               translate(a.summary, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) AS "summary!",
-                  ts_headline(search_config(a.language),
+                              l.positive::tsquery, $4) ELSE '' END AS "summary!",
+                  CASE WHEN a.search_vector @@ l.in_body::tsquery THEN
+                  ts_headline(l.config::regconfig,
                               translate(a.body, U&'\E000\E001', U&'\FFFD\FFFD'),
                               l.positive::tsquery,
-                              CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) AS "body!"
+                              CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) ELSE '' END AS "body!"
              FROM articles a
-             JOIN unnest($2::text[], $3::text[]) AS l (language, positive)
+             JOIN unnest($2::text[], $3::text[], $7::oid[], $8::text[], $9::text[], $10::text[])
+                  AS l (language, positive, config, in_title, in_summary, in_body)
                ON l.language = a.language
             WHERE a.id = ANY($1)"#,
         ids,
@@ -347,6 +370,10 @@ async fn highlights(
         headline_options(true),
         headline_options(false),
         MAX_FRAGMENT_CHARS as i32,
+        &configs,
+        &in_title,
+        &in_summary,
+        &in_body,
     )
     .fetch_all(pool)
     .await?;
