@@ -1,8 +1,10 @@
 //! Phrases of the catalogue with their translations and the pipeline's cached statistics (read
 //! only: the pipeline writes them).
 
+use std::collections::HashMap;
+
 use shared_auth::Paging;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
 use crate::domain::cursor::SearchRank;
@@ -97,48 +99,23 @@ pub async fn list<'e>(
     Ok(rows.into_iter().map(PhraseItem::from).collect())
 }
 
-/// A search match with its rank.
-struct SearchRow {
-    id: String,
-    text: String,
-    language_code: String,
-    translation_count: i64,
-    view_count: Option<i64>,
-    learner_count: Option<i64>,
-    accuracy: Option<f64>,
-    has_stats: bool,
-    tier: i32,
-    text_length: i32,
-}
-
-impl From<SearchRow> for (PhraseItem, SearchRank) {
-    fn from(row: SearchRow) -> Self {
-        let rank = SearchRank {
-            tier: row.tier,
-            text_length: row.text_length,
-        };
-        let item = PhraseItem::from(PhraseItemRow {
-            id: row.id,
-            text: row.text,
-            language_code: row.language_code,
-            translation_count: row.translation_count,
-            view_count: row.view_count,
-            learner_count: row.learner_count,
-            accuracy: row.accuracy,
-            has_stats: row.has_stats,
-        });
-        (item, rank)
-    }
-}
+/// The last tier of a search's rank (see [`SearchRank`]): tiers are `0..=LAST_TIER`.
+const LAST_TIER: i32 = 3;
 
 /// One page (plus one row) of the phrases matching the search `text` (trimmed, 1..=100
 /// characters), best first (see [`SearchRank`]), only those in `language` when given, starting
-/// after `after` when given. The matches come from the GIN index of `phrase_search`, are ranked
-/// and cut to the page there (no other table is read for them), and only the page's rows are
-/// joined to the catalogue. The search's two `tsquery`s are computed once per statement (the
-/// scalar subqueries), not once per row.
-pub async fn search<'e>(
-    db: impl PgExecutor<'e>,
+/// after `after` when given.
+///
+/// The matches are read one tier at a time, each in its rank order `(text_length, phrase_id)`,
+/// and no further tier is read once the page (and the rows its offset skips) is full: a frequent
+/// word is read by walking an index in rank order until the page is full, a rare one from the GIN
+/// indexes (few matches to sort), as the planner judges from the search's own words — the
+/// statements are planned for each search (`force_custom_plan`: a generic plan, made for no
+/// word in particular, could walk the whole index for a rare one). The tiers are read from one snapshot,
+/// so a phrase the pipeline moves between tiers meanwhile is not on the page twice, and only the
+/// page's rows are joined to the catalogue.
+pub async fn search(
+    db: &PgPool,
     text: &str,
     language: Option<&str>,
     after: Option<(SearchRank, &str)>,
@@ -147,51 +124,163 @@ pub async fn search<'e>(
     if !language.is_none_or(is_storable) {
         return Ok(Vec::new());
     }
-    // Before every rank: tiers and lengths are never negative.
-    let (rank, after_id) = after.unwrap_or((
-        SearchRank {
-            tier: -1,
-            text_length: -1,
-        },
-        "",
-    ));
+    let wanted = (paging.offset + paging.fetch_limit()) as usize;
+    let first_tier = after.map_or(0, |(rank, _)| rank.tier.max(0));
+    // One snapshot; every statement planned with this search's words (see above).
+    let mut tx = db
+        .begin_with(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
+             SET LOCAL plan_cache_mode = force_custom_plan",
+        )
+        .await?;
+    let mut ranked: Vec<(String, SearchRank)> = Vec::new();
+    for tier in first_tier..=LAST_TIER {
+        // After the cursor's row in its own tier; a later tier from its start (lengths are never
+        // negative, and every id is longer than "").
+        let (length, id) = match after {
+            Some((rank, id)) if rank.tier == tier => (rank.text_length, id),
+            _ => (-1, ""),
+        };
+        let limit = (wanted - ranked.len()) as i64;
+        let matches = tier_matches(&mut tx, tier, text, language, (length, id), limit).await?;
+        ranked.extend(matches.into_iter().map(|m| {
+            let rank = SearchRank {
+                tier,
+                text_length: m.text_length,
+            };
+            (m.phrase_id, rank)
+        }));
+        if ranked.len() >= wanted {
+            break;
+        }
+    }
+    let page: Vec<(String, SearchRank)> = ranked.into_iter().skip(paging.offset as usize).collect();
+    let ids: Vec<String> = page.iter().map(|(id, _)| id.clone()).collect();
+    let mut items: HashMap<String, PhraseItem> = items(&mut tx, &ids)
+        .await?
+        .into_iter()
+        .map(|item| (item.id.clone(), item))
+        .collect();
+    tx.commit().await?;
+    // Every match is a phrase of the same snapshot (its search row is deleted with it).
+    Ok(page
+        .into_iter()
+        .filter_map(|(id, rank)| Some((items.remove(&id)?, rank)))
+        .collect())
+}
+
+/// A search match, in its tier.
+struct Match {
+    phrase_id: String,
+    text_length: i32,
+}
+
+/// At most `limit` matches of one tier, after `(text_length, phrase_id)` = `after`, in rank
+/// order: 0, every word whole in the phrase's own text; 1, the same with the last word as a
+/// prefix (and not 0); 2, every word whole in the text and its translations together (and not
+/// 0 or 1); 3, the same with the last word as a prefix (and not 0, 1 or 2).
+async fn tier_matches(
+    db: &mut PgConnection,
+    tier: i32,
+    text: &str,
+    language: Option<&str>,
+    after: (i32, &str),
+    limit: i64,
+) -> Result<Vec<Match>> {
+    let (length, id) = after;
+    let matches = match tier {
+        0 => {
+            sqlx::query_as!(
+                Match,
+                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
+               WHERE ps.own @@ search_query($1, false)
+                 AND ($2::text IS NULL OR ps.language_code = $2)
+                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
+               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
+                text,
+                language,
+                length,
+                id,
+                limit,
+            )
+            .fetch_all(db)
+            .await?
+        }
+        1 => {
+            sqlx::query_as!(
+                Match,
+                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
+               WHERE ps.own @@ search_query($1, true) AND NOT ps.own @@ search_query($1, false)
+                 AND ($2::text IS NULL OR ps.language_code = $2)
+                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
+               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
+                text,
+                language,
+                length,
+                id,
+                limit,
+            )
+            .fetch_all(db)
+            .await?
+        }
+        2 => {
+            sqlx::query_as!(
+                Match,
+                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
+               WHERE ps.everything @@ search_query($1, false)
+                 AND NOT ps.own @@ search_query($1, true)
+                 AND ($2::text IS NULL OR ps.language_code = $2)
+                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
+               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
+                text,
+                language,
+                length,
+                id,
+                limit,
+            )
+            .fetch_all(db)
+            .await?
+        }
+        LAST_TIER => {
+            sqlx::query_as!(
+                Match,
+                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
+               WHERE ps.everything @@ search_query($1, true)
+                 AND NOT ps.everything @@ search_query($1, false)
+                 AND NOT ps.own @@ search_query($1, true)
+                 AND ($2::text IS NULL OR ps.language_code = $2)
+                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
+               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
+                text,
+                language,
+                length,
+                id,
+                limit,
+            )
+            .fetch_all(db)
+            .await?
+        }
+        _ => Vec::new(),
+    };
+    Ok(matches)
+}
+
+/// The phrases `ids` with their stats (any order).
+async fn items(db: &mut PgConnection, ids: &[String]) -> Result<Vec<PhraseItem>> {
     let rows = sqlx::query_as!(
-        SearchRow,
+        PhraseItemRow,
         r#"SELECT p.id, p.text, p.language_code,
              (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
                AS "translation_count!",
              s.view_count AS "view_count?", s.learner_count AS "learner_count?",
-             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
-             page.tier AS "tier!", page.text_length AS "text_length!"
-           FROM (
-             SELECT m.phrase_id, m.tier, m.text_length FROM (
-               SELECT ps.phrase_id, ps.text_length,
-                 CASE WHEN ps.own @@ (SELECT search_query($1, false)) THEN 0
-                      WHEN ps.own @@ (SELECT search_query($1, true)) THEN 1
-                      WHEN ps.everything @@ (SELECT search_query($1, false)) THEN 2
-                      ELSE 3 END AS tier
-               FROM phrase_search ps
-               WHERE ps.everything @@ (SELECT search_query($1, true))
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-             ) m
-             WHERE (m.tier, m.text_length, m.phrase_id) > ($3::int4, $4::int4, $5::text)
-             ORDER BY m.tier, m.text_length, m.phrase_id
-             LIMIT $6 OFFSET $7
-           ) page
-           JOIN phrases p ON p.id = page.phrase_id
-           LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-           ORDER BY page.tier, page.text_length, page.phrase_id"#,
-        text,
-        language,
-        rank.tier,
-        rank.text_length,
-        after_id,
-        paging.fetch_limit(),
-        paging.offset,
+             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
+           FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+           WHERE p.id = ANY($1::text[])"#,
+        ids,
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
+    Ok(rows.into_iter().map(PhraseItem::from).collect())
 }
 
 /// The phrase `id` with every translation, ordered by `language_code`; `None` when there is no

@@ -22,11 +22,13 @@ fn statement(marker: &str) -> String {
     found.into_iter().next().unwrap()
 }
 
+/// 30,000 phrases: each text has a word all share, one of about a thousand words, and one of its
+/// own, so the search's statistics look like a real catalogue's (many common words).
 async fn fill(app: &TestApp) {
     let mut admin = app.admin().await;
     sqlx::raw_sql(
         "INSERT INTO lingo.phrases (id, text, language_code) \
-           SELECT 'bulk-' || lpad(g::text, 6, '0'), 'frase ' || md5(g::text), \
+           SELECT 'bulk-' || lpad(g::text, 6, '0'), 'frase w' || g % 997 || ' ' || md5(g::text), \
                   (ARRAY['es', 'fr', 'de'])[g % 3 + 1] \
            FROM generate_series(1, 30000) g; \
          INSERT INTO lingo.phrase_translations (phrase_id, language_code, text) \
@@ -95,7 +97,7 @@ fn assert_range_scan(plan: &str, indexes: &[&str], key: &str) {
 }
 
 #[tokio::test]
-async fn every_list_reads_an_index_range_and_the_search_its_gin_index() {
+async fn every_list_reads_an_index_range_and_the_search_reads_its_tiers_by_index() {
     let app = spawn_app().await;
     fill(&app).await;
     let mut runtime = connect_one(&app.db.url_for("lingo_app")).await.unwrap();
@@ -133,19 +135,83 @@ async fn every_list_reads_an_index_range_and_the_search_its_gin_index() {
         }
     }
 
-    // The search reads its matches from the GIN index (then ranks those, and only those).
-    let search = statement("FROM phrase_search ps");
-    for arguments in [
-        "'phrase abc', NULL, -1, -1, '', 21, 0",
-        "'fra', 'es', 1, 20, 'bulk-000003', 21, 0",
-    ] {
-        for plan in plans(&mut runtime, &search, arguments).await {
-            assert!(
-                plan.contains("Bitmap Index Scan on phrase_search_everything_idx"),
-                "{plan}"
-            );
-            assert!(!plan.contains("Seq Scan on phrase_search"), "{plan}");
-            assert!(!plan.contains("Seq Scan on phrases "), "{plan}");
-        }
+    // The search reads one tier at a time, with a custom plan (the store sets
+    // `force_custom_plan`): a frequent word walks a rank index in order (no sort) until the
+    // page is full, a rare one is read from a GIN index; never a scan of every search row.
+    let tiers = [
+        statement("WHERE ps.own @@ search_query($1, false)"),
+        statement("WHERE ps.own @@ search_query($1, true) AND NOT"),
+        statement("WHERE ps.everything @@ search_query($1, false)"),
+        statement("WHERE ps.everything @@ search_query($1, true)"),
+    ];
+    let walks = [
+        // "fra" is the start of every phrase's first word ("frase"): tier 1.
+        (1, "'fra', NULL, -1, '', 21", "phrase_search_rank_idx"),
+        (
+            1,
+            "'fra', 'es', -1, '', 21",
+            "phrase_search_language_rank_idx",
+        ),
+        // After a cursor in the tier: the keyset bound is the index range's start.
+        (
+            1,
+            "'fra', NULL, 42, 'bulk-012345', 21",
+            "phrase_search_rank_idx",
+        ),
+        // "phr" only through the translations ("phrase ..."): tier 3.
+        (3, "'phr', NULL, -1, '', 21", "phrase_search_rank_idx"),
+    ];
+    for (tier, arguments, index) in walks {
+        let plan = custom_plan(&mut runtime, &tiers[tier], arguments).await;
+        assert!(plan.contains(&format!("Scan using {index}")), "{plan}");
+        let condition = plan.lines().find(|line| line.contains("Index Cond"));
+        assert!(
+            condition.unwrap_or_default().contains("text_length"),
+            "{plan}"
+        );
+        assert!(!plan.contains("Sort"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
     }
+    let phrase_7 = "'frase 8f14e45fceea167a5a36dedd4bea2543'"; // md5('7')
+    let lookups = [
+        (
+            0,
+            format!("{phrase_7}, NULL, -1, '', 21"),
+            "phrase_search_own_idx",
+        ),
+        (
+            1,
+            format!("{phrase_7}, 'es', -1, '', 21"),
+            "phrase_search_own_idx",
+        ),
+        (
+            2,
+            "'phrase 8f14e4', NULL, -1, '', 21".into(),
+            "phrase_search_everything_idx",
+        ),
+        (
+            3,
+            "'phrase 8f14', NULL, -1, '', 21".into(),
+            "phrase_search_everything_idx",
+        ),
+    ];
+    for (tier, arguments, index) in lookups {
+        let plan = custom_plan(&mut runtime, &tiers[tier], &arguments).await;
+        assert!(
+            plan.contains(&format!("Bitmap Index Scan on {index}")),
+            "{plan}"
+        );
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+    }
+    // The page's rows are then read by their ids.
+    let items = statement("WHERE p.id = ANY($1::text[])");
+    for plan in plans(&mut runtime, &items, "ARRAY['bulk-000001', 'bulk-000002']").await {
+        assert!(plan.contains("phrases_pkey"), "{plan}");
+        assert!(!plan.contains("Seq Scan on phrases "), "{plan}");
+    }
+}
+
+/// The custom plan of `sql` run by the service's role with `arguments`.
+async fn custom_plan(runtime: &mut PgConnection, sql: &str, arguments: &str) -> String {
+    plans(runtime, sql, arguments).await.swap_remove(0)
 }
