@@ -1,10 +1,8 @@
 //! Phrases of the catalogue with their translations and the pipeline's cached statistics (read
 //! only: the pipeline writes them).
 
-use std::collections::HashMap;
-
 use shared_auth::Paging;
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{FromRow, PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
 use crate::domain::cursor::SearchRank;
@@ -99,23 +97,115 @@ pub async fn list<'e>(
     Ok(rows.into_iter().map(PhraseItem::from).collect())
 }
 
-/// The last tier of a search's rank (see [`SearchRank`]): tiers are `0..=LAST_TIER`.
-const LAST_TIER: i32 = 3;
+/// The search's statement (run by [`search`]): the matches of the four tiers, each read in its
+/// own rank order `(text_length, phrase_id)` and cut to the page by its own `LIMIT`, appended in
+/// tier order under the page's `LIMIT`/`OFFSET`, then only the page's rows joined to the
+/// catalogue. Tier 0: every word whole in the phrase's own text; 1: the same with the last word
+/// as a prefix (and not 0); 2: every word whole in the text and its translations together (and
+/// not 0 or 1); 3: the same with the last word as a prefix (and not 0, 1 or 2).
+///
+/// PostgreSQL's `Append` runs its branches one after the other and the `Limit` above it stops
+/// pulling once the page is full, so a tier after the page's last row is never executed. Within
+/// a tier, a frequent word is read by walking a rank index (`phrase_search_rank_idx`,
+/// `phrase_search_language_rank_idx`) until the page is full, a rare one from a GIN index (few
+/// matches to sort): the planner's choice, made with the search's own words, since the
+/// statement is planned at each execution (see [`search`]). The cursor's bound `($3, $4, $5)`
+/// = (tier, text length, id): tiers before `$3` are skipped (a false constant once planned with
+/// the values), tier `$3` starts after `($4, $5)` and later ones from their start (lengths are
+/// never negative, and every id is longer than ""). One statement, so one snapshot: a phrase
+/// the pipeline moves between tiers meanwhile is not on the page twice.
+pub const SEARCH: &str = r#"
+WITH page AS (
+  (SELECT ps.phrase_id, 0 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3::int4 <= 0
+     AND ps.own @@ search_query($1, false)
+     AND ($2::text IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 0 THEN $4::int4 ELSE -1 END, CASE WHEN $3 = 0 THEN $5::text ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6::int8 + $7::int8)
+  UNION ALL
+  (SELECT ps.phrase_id, 1 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 1
+     AND ps.own @@ search_query($1, true) AND NOT ps.own @@ search_query($1, false)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 1 THEN $4 ELSE -1 END, CASE WHEN $3 = 1 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  UNION ALL
+  (SELECT ps.phrase_id, 2 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 2
+     AND ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 2 THEN $4 ELSE -1 END, CASE WHEN $3 = 2 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  UNION ALL
+  (SELECT ps.phrase_id, 3 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 3
+     AND ps.everything @@ search_query($1, true)
+     AND NOT ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 3 THEN $4 ELSE -1 END, CASE WHEN $3 = 3 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  LIMIT $6 OFFSET $7
+)
+SELECT p.id, p.text, p.language_code,
+  (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id) AS translation_count,
+  s.view_count, s.learner_count, s.accuracy, (s.phrase_id IS NOT NULL) AS has_stats,
+  page.tier, page.text_length
+FROM page
+JOIN phrases p ON p.id = page.phrase_id
+LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+ORDER BY page.tier, page.text_length, page.phrase_id
+"#;
+
+/// A row of [`SEARCH`]: a match with its rank.
+#[derive(FromRow)]
+struct SearchRow {
+    id: String,
+    text: String,
+    language_code: String,
+    translation_count: i64,
+    view_count: Option<i64>,
+    learner_count: Option<i64>,
+    accuracy: Option<f64>,
+    has_stats: bool,
+    tier: i32,
+    text_length: i32,
+}
+
+impl From<SearchRow> for (PhraseItem, SearchRank) {
+    fn from(row: SearchRow) -> Self {
+        let rank = SearchRank {
+            tier: row.tier,
+            text_length: row.text_length,
+        };
+        let item = PhraseItem::from(PhraseItemRow {
+            id: row.id,
+            text: row.text,
+            language_code: row.language_code,
+            translation_count: row.translation_count,
+            view_count: row.view_count,
+            learner_count: row.learner_count,
+            accuracy: row.accuracy,
+            has_stats: row.has_stats,
+        });
+        (item, rank)
+    }
+}
 
 /// One page (plus one row) of the phrases matching the search `text` (trimmed, 1..=100
 /// characters), best first (see [`SearchRank`]), only those in `language` when given, starting
-/// after `after` when given.
+/// after `after` when given: one statement, [`SEARCH`], one round of messages.
 ///
-/// The matches are read one tier at a time, each in its rank order `(text_length, phrase_id)`,
-/// and no further tier is read once the page (and the rows its offset skips) is full: a frequent
-/// word is read by walking an index in rank order until the page is full, a rare one from the GIN
-/// indexes (few matches to sort), as the planner judges from the search's own words — the
-/// statements are planned for each search (`force_custom_plan`: a generic plan, made for no
-/// word in particular, could walk the whole index for a rare one). The tiers are read from one snapshot,
-/// so a phrase the pipeline moves between tiers meanwhile is not on the page twice, and only the
-/// page's rows are joined to the catalogue.
-pub async fn search(
-    db: &PgPool,
+/// It runs as an unnamed statement (`persistent(false)`), which PostgreSQL plans when the
+/// values are bound, with this search's words: a prepared statement's generic plan, made for no
+/// word in particular, could walk a whole rank index for a rare word, or sort every match of a
+/// frequent one. (Hence the unchecked `query_as`: the checked macros' statements are prepared
+/// and cached.)
+pub async fn search<'e>(
+    db: impl PgExecutor<'e>,
     text: &str,
     language: Option<&str>,
     after: Option<(SearchRank, &str)>,
@@ -124,163 +214,26 @@ pub async fn search(
     if !language.is_none_or(is_storable) {
         return Ok(Vec::new());
     }
-    let wanted = (paging.offset + paging.fetch_limit()) as usize;
-    let first_tier = after.map_or(0, |(rank, _)| rank.tier.max(0));
-    // One snapshot; every statement planned with this search's words (see above).
-    let mut tx = db
-        .begin_with(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
-             SET LOCAL plan_cache_mode = force_custom_plan",
-        )
+    // Before every rank: the first tier from its start.
+    let (rank, after_id) = after.unwrap_or((
+        SearchRank {
+            tier: 0,
+            text_length: -1,
+        },
+        "",
+    ));
+    let rows = sqlx::query_as::<_, SearchRow>(SEARCH)
+        .bind(text)
+        .bind(language)
+        .bind(rank.tier)
+        .bind(rank.text_length)
+        .bind(after_id)
+        .bind(paging.fetch_limit())
+        .bind(paging.offset)
+        .persistent(false)
+        .fetch_all(db)
         .await?;
-    let mut ranked: Vec<(String, SearchRank)> = Vec::new();
-    for tier in first_tier..=LAST_TIER {
-        // After the cursor's row in its own tier; a later tier from its start (lengths are never
-        // negative, and every id is longer than "").
-        let (length, id) = match after {
-            Some((rank, id)) if rank.tier == tier => (rank.text_length, id),
-            _ => (-1, ""),
-        };
-        let limit = (wanted - ranked.len()) as i64;
-        let matches = tier_matches(&mut tx, tier, text, language, (length, id), limit).await?;
-        ranked.extend(matches.into_iter().map(|m| {
-            let rank = SearchRank {
-                tier,
-                text_length: m.text_length,
-            };
-            (m.phrase_id, rank)
-        }));
-        if ranked.len() >= wanted {
-            break;
-        }
-    }
-    let page: Vec<(String, SearchRank)> = ranked.into_iter().skip(paging.offset as usize).collect();
-    let ids: Vec<String> = page.iter().map(|(id, _)| id.clone()).collect();
-    let mut items: HashMap<String, PhraseItem> = items(&mut tx, &ids)
-        .await?
-        .into_iter()
-        .map(|item| (item.id.clone(), item))
-        .collect();
-    tx.commit().await?;
-    // Every match is a phrase of the same snapshot (its search row is deleted with it).
-    Ok(page
-        .into_iter()
-        .filter_map(|(id, rank)| Some((items.remove(&id)?, rank)))
-        .collect())
-}
-
-/// A search match, in its tier.
-struct Match {
-    phrase_id: String,
-    text_length: i32,
-}
-
-/// At most `limit` matches of one tier, after `(text_length, phrase_id)` = `after`, in rank
-/// order: 0, every word whole in the phrase's own text; 1, the same with the last word as a
-/// prefix (and not 0); 2, every word whole in the text and its translations together (and not
-/// 0 or 1); 3, the same with the last word as a prefix (and not 0, 1 or 2).
-async fn tier_matches(
-    db: &mut PgConnection,
-    tier: i32,
-    text: &str,
-    language: Option<&str>,
-    after: (i32, &str),
-    limit: i64,
-) -> Result<Vec<Match>> {
-    let (length, id) = after;
-    let matches = match tier {
-        0 => {
-            sqlx::query_as!(
-                Match,
-                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
-               WHERE ps.own @@ search_query($1, false)
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
-               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
-                text,
-                language,
-                length,
-                id,
-                limit,
-            )
-            .fetch_all(db)
-            .await?
-        }
-        1 => {
-            sqlx::query_as!(
-                Match,
-                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
-               WHERE ps.own @@ search_query($1, true) AND NOT ps.own @@ search_query($1, false)
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
-               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
-                text,
-                language,
-                length,
-                id,
-                limit,
-            )
-            .fetch_all(db)
-            .await?
-        }
-        2 => {
-            sqlx::query_as!(
-                Match,
-                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
-               WHERE ps.everything @@ search_query($1, false)
-                 AND NOT ps.own @@ search_query($1, true)
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
-               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
-                text,
-                language,
-                length,
-                id,
-                limit,
-            )
-            .fetch_all(db)
-            .await?
-        }
-        LAST_TIER => {
-            sqlx::query_as!(
-                Match,
-                r#"SELECT ps.phrase_id, ps.text_length FROM phrase_search ps
-               WHERE ps.everything @@ search_query($1, true)
-                 AND NOT ps.everything @@ search_query($1, false)
-                 AND NOT ps.own @@ search_query($1, true)
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-                 AND (ps.text_length, ps.phrase_id) > ($3::int4, $4::text)
-               ORDER BY ps.text_length, ps.phrase_id LIMIT $5"#,
-                text,
-                language,
-                length,
-                id,
-                limit,
-            )
-            .fetch_all(db)
-            .await?
-        }
-        _ => Vec::new(),
-    };
-    Ok(matches)
-}
-
-/// The phrases `ids` with their stats (any order).
-async fn items(db: &mut PgConnection, ids: &[String]) -> Result<Vec<PhraseItem>> {
-    let rows = sqlx::query_as!(
-        PhraseItemRow,
-        r#"SELECT p.id, p.text, p.language_code,
-             (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-               AS "translation_count!",
-             s.view_count AS "view_count?", s.learner_count AS "learner_count?",
-             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
-           FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-           WHERE p.id = ANY($1::text[])"#,
-        ids,
-    )
-    .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(PhraseItem::from).collect())
+    Ok(rows.into_iter().map(Into::into).collect())
 }
 
 /// The phrase `id` with every translation, ordered by `language_code`; `None` when there is no

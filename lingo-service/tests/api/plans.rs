@@ -4,6 +4,7 @@
 //! large enough for the planner to choose.
 
 use lingo_service::db::connect_one;
+use lingo_service::store::phrases::SEARCH;
 use sqlx::PgConnection;
 
 use crate::helpers::{TestApp, spawn_app};
@@ -135,83 +136,144 @@ async fn every_list_reads_an_index_range_and_the_search_reads_its_tiers_by_index
         }
     }
 
-    // The search reads one tier at a time, with a custom plan (the store sets
-    // `force_custom_plan`): a frequent word walks a rank index in order (no sort) until the
-    // page is full, a rare one is read from a GIN index; never a scan of every search row.
-    let tiers = [
-        statement("WHERE ps.own @@ search_query($1, false)"),
-        statement("WHERE ps.own @@ search_query($1, true) AND NOT"),
-        statement("WHERE ps.everything @@ search_query($1, false)"),
-        statement("WHERE ps.everything @@ search_query($1, true)"),
-    ];
+    search_reads_its_tiers_in_order_by_index(&mut runtime).await;
+}
+
+/// The search statement, planned with its values as the store runs it (an unnamed statement:
+/// a custom plan): the tiers are the `Append`'s branches in order; a frequent word walks a rank
+/// index in order (no sort) and the tiers after the full page are never executed, a rare one is
+/// read from a GIN index; never a scan of every search row, and the page's rows by their ids.
+async fn search_reads_its_tiers_in_order_by_index(runtime: &mut PgConnection) {
+    // "fra" is the start of every phrase's first word ("frase"): tier 1, after an empty tier 0.
     let walks = [
-        // "fra" is the start of every phrase's first word ("frase"): tier 1.
-        (1, "'fra', NULL, -1, '', 21", "phrase_search_rank_idx"),
+        ("'fra', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
         (
-            1,
-            "'fra', 'es', -1, '', 21",
+            "'fra', 'es', 0, -1, '', 21, 0",
             "phrase_search_language_rank_idx",
         ),
         // After a cursor in the tier: the keyset bound is the index range's start.
         (
-            1,
-            "'fra', NULL, 42, 'bulk-012345', 21",
+            "'fra', NULL, 1, 42, 'bulk-012345', 21, 0",
             "phrase_search_rank_idx",
         ),
+        // With an offset, the walk reads the skipped rows too, and no more.
+        ("'fra', NULL, 0, -1, '', 21, 40", "phrase_search_rank_idx"),
         // "phr" only through the translations ("phrase ..."): tier 3.
-        (3, "'phr', NULL, -1, '', 21", "phrase_search_rank_idx"),
+        ("'phr', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
     ];
-    for (tier, arguments, index) in walks {
-        let plan = custom_plan(&mut runtime, &tiers[tier], arguments).await;
-        assert!(plan.contains(&format!("Scan using {index}")), "{plan}");
-        let condition = plan.lines().find(|line| line.contains("Index Cond"));
+    for (arguments, index) in walks {
+        let plan = analyzed_plan(runtime, arguments).await;
+        let tiers = tiers(&plan);
+        let walked = tiers
+            .iter()
+            .position(|tier| !nodes(tier, &format!("Index Name={index}")).is_empty())
+            .unwrap_or_else(|| panic!("{index} is walked: {plan:#}"));
+        let walk = &tiers[walked];
+        assert!(executed(walk), "{plan:#}");
+        let scan = &nodes(walk, &format!("Index Name={index}"))[0];
         assert!(
-            condition.unwrap_or_default().contains("text_length"),
-            "{plan}"
+            scan["Index Cond"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("text_length"),
+            "{plan:#}"
         );
-        assert!(!plan.contains("Sort"), "{plan}");
-        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(nodes(walk, "Node Type=Sort").is_empty(), "{plan:#}");
+        // The page is full: no later tier is read.
+        for later in &tiers[walked + 1..] {
+            assert!(!executed(later), "{plan:#}");
+        }
+        assert_reads_no_table_whole(&plan);
     }
+
+    // Rare words: a lookup in a GIN index, and only those few matches sorted; the page is not
+    // full, so every tier is read.
     let phrase_7 = "'frase 8f14e45fceea167a5a36dedd4bea2543'"; // md5('7')
     let lookups = [
         (
             0,
-            format!("{phrase_7}, NULL, -1, '', 21"),
+            format!("{phrase_7}, NULL, 0, -1, '', 21, 0"),
             "phrase_search_own_idx",
         ),
         (
             1,
-            format!("{phrase_7}, 'es', -1, '', 21"),
+            format!("{phrase_7}, 'es', 0, -1, '', 21, 0"),
             "phrase_search_own_idx",
         ),
         (
             2,
-            "'phrase 8f14e4', NULL, -1, '', 21".into(),
+            "'phrase 8f14e4', NULL, 0, -1, '', 21, 0".into(),
             "phrase_search_everything_idx",
         ),
         (
             3,
-            "'phrase 8f14', NULL, -1, '', 21".into(),
+            "'phrase 8f14', NULL, 0, -1, '', 21, 0".into(),
             "phrase_search_everything_idx",
         ),
     ];
     for (tier, arguments, index) in lookups {
-        let plan = custom_plan(&mut runtime, &tiers[tier], &arguments).await;
+        let plan = analyzed_plan(runtime, &arguments).await;
+        let tiers = tiers(&plan);
+        assert_eq!(tiers.len(), 4, "{plan:#}");
+        assert!(tiers.iter().all(executed), "{plan:#}");
+        let lookup = nodes(&tiers[tier], "Node Type=Bitmap Index Scan");
         assert!(
-            plan.contains(&format!("Bitmap Index Scan on {index}")),
-            "{plan}"
+            lookup.iter().any(|scan| scan["Index Name"] == index),
+            "{index} in tier {tier}: {plan:#}"
         );
-        assert!(!plan.contains("Seq Scan"), "{plan}");
-    }
-    // The page's rows are then read by their ids.
-    let items = statement("WHERE p.id = ANY($1::text[])");
-    for plan in plans(&mut runtime, &items, "ARRAY['bulk-000001', 'bulk-000002']").await {
-        assert!(plan.contains("phrases_pkey"), "{plan}");
-        assert!(!plan.contains("Seq Scan on phrases "), "{plan}");
+        assert_reads_no_table_whole(&plan);
     }
 }
 
-/// The custom plan of `sql` run by the service's role with `arguments`.
-async fn custom_plan(runtime: &mut PgConnection, sql: &str, arguments: &str) -> String {
-    plans(runtime, sql, arguments).await.swap_remove(0)
+/// The plan, with what each node did, of the search statement run by the service's role with
+/// `arguments` and planned with them (as an unnamed statement is).
+async fn analyzed_plan(runtime: &mut PgConnection, arguments: &str) -> serde_json::Value {
+    sqlx::raw_sql(&format!(
+        "DEALLOCATE ALL; SET plan_cache_mode = force_custom_plan; PREPARE search AS {SEARCH}"
+    ))
+    .execute(&mut *runtime)
+    .await
+    .unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(&format!(
+        "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) EXECUTE search({arguments})"
+    ))
+    .fetch_one(&mut *runtime)
+    .await
+    .unwrap();
+    plan[0]["Plan"].clone()
+}
+
+/// The branches of the plan's `Append`, one per tier read, in tier order.
+fn tiers(plan: &serde_json::Value) -> Vec<serde_json::Value> {
+    let append = nodes(plan, "Node Type=Append");
+    assert_eq!(append.len(), 1, "one Append: {plan:#}");
+    append[0]["Plans"].as_array().unwrap().clone()
+}
+
+/// The nodes of `plan` (itself included) whose `field=value` is `condition`.
+fn nodes(plan: &serde_json::Value, condition: &str) -> Vec<serde_json::Value> {
+    let (field, value) = condition.split_once('=').unwrap();
+    let mut found = Vec::new();
+    if plan[field] == value {
+        found.push(plan.clone());
+    }
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        found.extend(nodes(child, condition));
+    }
+    found
+}
+
+fn executed(plan: &serde_json::Value) -> bool {
+    plan["Actual Loops"].as_u64().unwrap() > 0
+}
+
+/// No search row or phrase is read by a sequential scan (the page's rows by their primary key),
+/// and no parallel plan (whose `Append` would not keep the tiers' order).
+fn assert_reads_no_table_whole(plan: &serde_json::Value) {
+    assert!(nodes(plan, "Node Type=Seq Scan").is_empty(), "{plan:#}");
+    assert!(nodes(plan, "Node Type=Gather").is_empty(), "{plan:#}");
+    assert!(
+        !nodes(plan, "Index Name=phrases_pkey").is_empty(),
+        "{plan:#}"
+    );
 }
