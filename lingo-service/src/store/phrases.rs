@@ -2,7 +2,7 @@
 //! only: the pipeline writes them).
 
 use shared_auth::Paging;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{FromRow, PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
 use crate::domain::cursor::SearchRank;
@@ -97,7 +97,71 @@ pub async fn list<'e>(
     Ok(rows.into_iter().map(PhraseItem::from).collect())
 }
 
-/// A search match with its rank.
+/// The search's statement (run by [`search`]): the matches of the four tiers, each read in its
+/// own rank order `(text_length, phrase_id)` and cut to the page by its own `LIMIT`, appended in
+/// tier order under the page's `LIMIT`/`OFFSET`, then only the page's rows joined to the
+/// catalogue. Tier 0: every word whole in the phrase's own text; 1: the same with the last word
+/// as a prefix (and not 0); 2: every word whole in the text and its translations together (and
+/// not 0 or 1); 3: the same with the last word as a prefix (and not 0, 1 or 2).
+///
+/// PostgreSQL's `Append` runs its branches one after the other and the `Limit` above it stops
+/// pulling once the page is full, so a tier after the page's last row is never executed. Within
+/// a tier, a frequent word is read by walking a rank index (`phrase_search_rank_idx`,
+/// `phrase_search_language_rank_idx`) until the page is full, a rare one from a GIN index (few
+/// matches to sort): the planner's choice, made with the search's own words, since the
+/// statement is planned at each execution (see [`search`]). The cursor's bound `($3, $4, $5)`
+/// = (tier, text length, id): tiers before `$3` are skipped (a false constant once planned with
+/// the values), tier `$3` starts after `($4, $5)` and later ones from their start (lengths are
+/// never negative, and every id is longer than ""). One statement, so one snapshot: a phrase
+/// the pipeline moves between tiers meanwhile is not on the page twice.
+pub const SEARCH: &str = r#"
+WITH page AS (
+  (SELECT ps.phrase_id, 0 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3::int4 <= 0
+     AND ps.own @@ search_query($1, false)
+     AND ($2::text IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 0 THEN $4::int4 ELSE -1 END, CASE WHEN $3 = 0 THEN $5::text ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6::int8 + $7::int8)
+  UNION ALL
+  (SELECT ps.phrase_id, 1 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 1
+     AND ps.own @@ search_query($1, true) AND NOT ps.own @@ search_query($1, false)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 1 THEN $4 ELSE -1 END, CASE WHEN $3 = 1 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  UNION ALL
+  (SELECT ps.phrase_id, 2 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 2
+     AND ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 2 THEN $4 ELSE -1 END, CASE WHEN $3 = 2 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  UNION ALL
+  (SELECT ps.phrase_id, 3 AS tier, ps.text_length FROM phrase_search ps
+   WHERE $3 <= 3
+     AND ps.everything @@ search_query($1, true)
+     AND NOT ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
+     AND ($2 IS NULL OR ps.language_code = $2)
+     AND (ps.text_length, ps.phrase_id)
+         > (CASE WHEN $3 = 3 THEN $4 ELSE -1 END, CASE WHEN $3 = 3 THEN $5 ELSE '' END)
+   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
+  LIMIT $6 OFFSET $7
+)
+SELECT p.id, p.text, p.language_code,
+  (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id) AS translation_count,
+  s.view_count, s.learner_count, s.accuracy, (s.phrase_id IS NOT NULL) AS has_stats,
+  page.tier, page.text_length
+FROM page
+JOIN phrases p ON p.id = page.phrase_id
+LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+ORDER BY page.tier, page.text_length, page.phrase_id
+"#;
+
+/// A row of [`SEARCH`]: a match with its rank.
+#[derive(FromRow)]
 struct SearchRow {
     id: String,
     text: String,
@@ -133,10 +197,13 @@ impl From<SearchRow> for (PhraseItem, SearchRank) {
 
 /// One page (plus one row) of the phrases matching the search `text` (trimmed, 1..=100
 /// characters), best first (see [`SearchRank`]), only those in `language` when given, starting
-/// after `after` when given. The matches come from the GIN index of `phrase_search`, are ranked
-/// and cut to the page there (no other table is read for them), and only the page's rows are
-/// joined to the catalogue. The search's two `tsquery`s are computed once per statement (the
-/// scalar subqueries), not once per row.
+/// after `after` when given: one statement, [`SEARCH`], one round of messages.
+///
+/// It runs as an unnamed statement (`persistent(false)`), which PostgreSQL plans when the
+/// values are bound, with this search's words: a prepared statement's generic plan, made for no
+/// word in particular, could walk a whole rank index for a rare word, or sort every match of a
+/// frequent one. (Hence the unchecked `query_as`: the checked macros' statements are prepared
+/// and cached.)
 pub async fn search<'e>(
     db: impl PgExecutor<'e>,
     text: &str,
@@ -147,50 +214,25 @@ pub async fn search<'e>(
     if !language.is_none_or(is_storable) {
         return Ok(Vec::new());
     }
-    // Before every rank: tiers and lengths are never negative.
+    // Before every rank: the first tier from its start.
     let (rank, after_id) = after.unwrap_or((
         SearchRank {
-            tier: -1,
+            tier: 0,
             text_length: -1,
         },
         "",
     ));
-    let rows = sqlx::query_as!(
-        SearchRow,
-        r#"SELECT p.id, p.text, p.language_code,
-             (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-               AS "translation_count!",
-             s.view_count AS "view_count?", s.learner_count AS "learner_count?",
-             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
-             page.tier AS "tier!", page.text_length AS "text_length!"
-           FROM (
-             SELECT m.phrase_id, m.tier, m.text_length FROM (
-               SELECT ps.phrase_id, ps.text_length,
-                 CASE WHEN ps.own @@ (SELECT search_query($1, false)) THEN 0
-                      WHEN ps.own @@ (SELECT search_query($1, true)) THEN 1
-                      WHEN ps.everything @@ (SELECT search_query($1, false)) THEN 2
-                      ELSE 3 END AS tier
-               FROM phrase_search ps
-               WHERE ps.everything @@ (SELECT search_query($1, true))
-                 AND ($2::text IS NULL OR ps.language_code = $2)
-             ) m
-             WHERE (m.tier, m.text_length, m.phrase_id) > ($3::int4, $4::int4, $5::text)
-             ORDER BY m.tier, m.text_length, m.phrase_id
-             LIMIT $6 OFFSET $7
-           ) page
-           JOIN phrases p ON p.id = page.phrase_id
-           LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-           ORDER BY page.tier, page.text_length, page.phrase_id"#,
-        text,
-        language,
-        rank.tier,
-        rank.text_length,
-        after_id,
-        paging.fetch_limit(),
-        paging.offset,
-    )
-    .fetch_all(db)
-    .await?;
+    let rows = sqlx::query_as::<_, SearchRow>(SEARCH)
+        .bind(text)
+        .bind(language)
+        .bind(rank.tier)
+        .bind(rank.text_length)
+        .bind(after_id)
+        .bind(paging.fetch_limit())
+        .bind(paging.offset)
+        .persistent(false)
+        .fetch_all(db)
+        .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 

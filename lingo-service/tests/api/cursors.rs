@@ -112,12 +112,11 @@ async fn the_catalogue_is_walked_by_id_to_its_end_while_phrases_are_added() {
     assert_eq!(next_ids, spanish[7..14]);
 }
 
-#[tokio::test]
-async fn a_search_is_walked_best_first_to_its_end_while_phrases_are_added() {
-    let app = spawn_app_unseeded().await;
-    let mut db = pipeline(&app).await;
+/// Matches of `q=hola` in every tier, with ties of tier and length, and phrases that do not
+/// match; returns the matches' ids best first: (tier, text length, id).
+async fn tiered_catalogue(app: &TestApp) -> Vec<String> {
+    let mut db = pipeline(app).await;
     add_languages(&mut db).await;
-    // (tier, text length, id) of every match, built so that ties of tier and length exist.
     let mut expected: Vec<(i32, usize, String)> = Vec::new();
     for k in 0..12 {
         let pad = "x".repeat(k % 5);
@@ -135,7 +134,14 @@ async fn a_search_is_walked_best_first_to_its_end_while_phrases_are_added() {
         add_phrase(&mut db, &format!("other-{k:02}"), "es", "Buenas", &[]).await;
     }
     expected.sort();
-    let mut expected: Vec<String> = expected.into_iter().map(|(_, _, id)| id).collect();
+    expected.into_iter().map(|(_, _, id)| id).collect()
+}
+
+#[tokio::test]
+async fn a_search_is_walked_best_first_to_its_end_while_phrases_are_added() {
+    let app = spawn_app_unseeded().await;
+    let mut db = pipeline(&app).await;
+    let mut expected = tiered_catalogue(&app).await;
 
     // By offset, the same order.
     let by_offset = page(&app, &format!("{PHRASES}?q=hola&limit=100"), None).await;
@@ -185,6 +191,51 @@ async fn a_search_is_walked_best_first_to_its_end_while_phrases_are_added() {
         let ids: Vec<String> = body["data"].as_array().unwrap().iter().map(id).collect();
         assert_eq!(ids, second, "{next}");
     }
+}
+
+#[tokio::test]
+async fn a_search_pages_across_tiers_and_ties_by_cursor_and_by_offset_at_every_page_size() {
+    let app = spawn_app_unseeded().await;
+    let expected = tiered_catalogue(&app).await;
+    // Page boundaries fall inside ties and on each tier's first and last match: the tiers are
+    // read one after the other, from the cursor's row in its own tier.
+    for limit in 1..=7 {
+        let walked = walk(
+            &app,
+            &format!("{PHRASES}?q=hola&limit={limit}"),
+            None,
+            id,
+            async |_| {},
+        )
+        .await;
+        assert_eq!(walked, expected, "limit {limit}");
+    }
+    // An offset skips rows of the earlier tiers too.
+    for offset in [0, 1, 11, 12, 13, 23, 24, 25, 35, 36, 47, 48] {
+        let body = page(
+            &app,
+            &format!("{PHRASES}?q=hola&limit=3&offset={offset}"),
+            None,
+        )
+        .await;
+        let ids: Vec<String> = body["data"].as_array().unwrap().iter().map(id).collect();
+        let end = (offset + 3).min(expected.len());
+        assert_eq!(ids, expected[offset..end], "offset {offset}");
+        let next = (end < expected.len()).then_some(end);
+        assert_eq!(body["next_offset"].as_u64(), next.map(|n| n as u64));
+    }
+    // Within a language, and with a cursor from the middle of a tier.
+    let spanish = walk(
+        &app,
+        &format!("{PHRASES}?q=hola&language=es&limit=5"),
+        None,
+        id,
+        async |_| {},
+    )
+    .await;
+    assert_eq!(spanish, expected);
+    let english = page(&app, &format!("{PHRASES}?q=hola&language=en"), None).await;
+    assert_eq!(english["count"], 0);
 }
 
 #[tokio::test]

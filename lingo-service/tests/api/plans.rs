@@ -4,6 +4,7 @@
 //! large enough for the planner to choose.
 
 use lingo_service::db::connect_one;
+use lingo_service::store::phrases::SEARCH;
 use sqlx::PgConnection;
 
 use crate::helpers::{TestApp, spawn_app};
@@ -22,11 +23,13 @@ fn statement(marker: &str) -> String {
     found.into_iter().next().unwrap()
 }
 
+/// 30,000 phrases: each text has a word all share, one of about a thousand words, and one of its
+/// own, so the search's statistics look like a real catalogue's (many common words).
 async fn fill(app: &TestApp) {
     let mut admin = app.admin().await;
     sqlx::raw_sql(
         "INSERT INTO lingo.phrases (id, text, language_code) \
-           SELECT 'bulk-' || lpad(g::text, 6, '0'), 'frase ' || md5(g::text), \
+           SELECT 'bulk-' || lpad(g::text, 6, '0'), 'frase w' || g % 997 || ' ' || md5(g::text), \
                   (ARRAY['es', 'fr', 'de'])[g % 3 + 1] \
            FROM generate_series(1, 30000) g; \
          INSERT INTO lingo.phrase_translations (phrase_id, language_code, text) \
@@ -95,7 +98,7 @@ fn assert_range_scan(plan: &str, indexes: &[&str], key: &str) {
 }
 
 #[tokio::test]
-async fn every_list_reads_an_index_range_and_the_search_its_gin_index() {
+async fn every_list_reads_an_index_range_and_the_search_reads_its_tiers_by_index() {
     let app = spawn_app().await;
     fill(&app).await;
     let mut runtime = connect_one(&app.db.url_for("lingo_app")).await.unwrap();
@@ -133,19 +136,147 @@ async fn every_list_reads_an_index_range_and_the_search_its_gin_index() {
         }
     }
 
-    // The search reads its matches from the GIN index (then ranks those, and only those).
-    let search = statement("FROM phrase_search ps");
-    for arguments in [
-        "'phrase abc', NULL, -1, -1, '', 21, 0",
-        "'fra', 'es', 1, 20, 'bulk-000003', 21, 0",
-    ] {
-        for plan in plans(&mut runtime, &search, arguments).await {
-            assert!(
-                plan.contains("Bitmap Index Scan on phrase_search_everything_idx"),
-                "{plan}"
-            );
-            assert!(!plan.contains("Seq Scan on phrase_search"), "{plan}");
-            assert!(!plan.contains("Seq Scan on phrases "), "{plan}");
+    search_reads_its_tiers_in_order_by_index(&mut runtime).await;
+}
+
+/// The search statement, planned with its values as the store runs it (an unnamed statement:
+/// a custom plan): the tiers are the `Append`'s branches in order; a frequent word walks a rank
+/// index in order (no sort) and the tiers after the full page are never executed, a rare one is
+/// read from a GIN index; never a scan of every search row, and the page's rows by their ids.
+async fn search_reads_its_tiers_in_order_by_index(runtime: &mut PgConnection) {
+    // "fra" is the start of every phrase's first word ("frase"): tier 1, after an empty tier 0.
+    let walks = [
+        ("'fra', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
+        (
+            "'fra', 'es', 0, -1, '', 21, 0",
+            "phrase_search_language_rank_idx",
+        ),
+        // After a cursor in the tier: the keyset bound is the index range's start.
+        (
+            "'fra', NULL, 1, 42, 'bulk-012345', 21, 0",
+            "phrase_search_rank_idx",
+        ),
+        // With an offset, the walk reads the skipped rows too, and no more.
+        ("'fra', NULL, 0, -1, '', 21, 40", "phrase_search_rank_idx"),
+        // "phr" only through the translations ("phrase ..."): tier 3.
+        ("'phr', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
+    ];
+    for (arguments, index) in walks {
+        let plan = analyzed_plan(runtime, arguments).await;
+        let tiers = tiers(&plan);
+        let walked = tiers
+            .iter()
+            .position(|tier| !nodes(tier, &format!("Index Name={index}")).is_empty())
+            .unwrap_or_else(|| panic!("{index} is walked: {plan:#}"));
+        let walk = &tiers[walked];
+        assert!(executed(walk), "{plan:#}");
+        let scan = &nodes(walk, &format!("Index Name={index}"))[0];
+        assert!(
+            scan["Index Cond"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("text_length"),
+            "{plan:#}"
+        );
+        assert!(nodes(walk, "Node Type=Sort").is_empty(), "{plan:#}");
+        // The page is full: no later tier is read.
+        for later in &tiers[walked + 1..] {
+            assert!(!executed(later), "{plan:#}");
         }
+        assert_reads_no_table_whole(&plan);
     }
+
+    // Rare words: a lookup in a GIN index, and only those few matches sorted; the page is not
+    // full, so every tier is read.
+    let phrase_7 = "'frase 8f14e45fceea167a5a36dedd4bea2543'"; // md5('7')
+    let lookups = [
+        (
+            0,
+            format!("{phrase_7}, NULL, 0, -1, '', 21, 0"),
+            "phrase_search_own_idx",
+        ),
+        (
+            1,
+            format!("{phrase_7}, 'es', 0, -1, '', 21, 0"),
+            "phrase_search_own_idx",
+        ),
+        (
+            2,
+            "'phrase 8f14e4', NULL, 0, -1, '', 21, 0".into(),
+            "phrase_search_everything_idx",
+        ),
+        (
+            3,
+            "'phrase 8f14', NULL, 0, -1, '', 21, 0".into(),
+            "phrase_search_everything_idx",
+        ),
+    ];
+    for (tier, arguments, index) in lookups {
+        let plan = analyzed_plan(runtime, &arguments).await;
+        let tiers = tiers(&plan);
+        assert_eq!(tiers.len(), 4, "{plan:#}");
+        assert!(tiers.iter().all(executed), "{plan:#}");
+        let lookup = nodes(&tiers[tier], "Node Type=Bitmap Index Scan");
+        assert!(
+            lookup.iter().any(|scan| scan["Index Name"] == index),
+            "{index} in tier {tier}: {plan:#}"
+        );
+        assert_reads_no_table_whole(&plan);
+    }
+}
+
+/// The plan, with what each node did, of the search statement run by the service's role with
+/// `arguments` and planned with them (as an unnamed statement is).
+async fn analyzed_plan(runtime: &mut PgConnection, arguments: &str) -> serde_json::Value {
+    sqlx::raw_sql(&format!(
+        "DEALLOCATE ALL; SET plan_cache_mode = force_custom_plan; PREPARE search AS {SEARCH}"
+    ))
+    .execute(&mut *runtime)
+    .await
+    .unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(&format!(
+        "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) EXECUTE search({arguments})"
+    ))
+    .fetch_one(&mut *runtime)
+    .await
+    .unwrap();
+    plan[0]["Plan"].clone()
+}
+
+/// The branches of the plan's `Append`, one per tier read, in tier order.
+fn tiers(plan: &serde_json::Value) -> Vec<serde_json::Value> {
+    let append = nodes(plan, "Node Type=Append");
+    assert_eq!(append.len(), 1, "one Append: {plan:#}");
+    append[0]["Plans"].as_array().unwrap().clone()
+}
+
+/// The nodes of `plan` (itself included) whose `field=value` is `condition`.
+fn nodes(plan: &serde_json::Value, condition: &str) -> Vec<serde_json::Value> {
+    let (field, value) = condition.split_once('=').unwrap();
+    let mut found = Vec::new();
+    if plan[field] == value {
+        found.push(plan.clone());
+    }
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        found.extend(nodes(child, condition));
+    }
+    found
+}
+
+fn executed(plan: &serde_json::Value) -> bool {
+    plan["Actual Loops"].as_u64().unwrap() > 0
+}
+
+/// No search row or phrase is read by a sequential scan (the page's rows by their primary key),
+/// and no parallel plan (whose `Append` would not keep the tiers' order).
+fn assert_reads_no_table_whole(plan: &serde_json::Value) {
+    for scan in nodes(plan, "Node Type=Seq Scan") {
+        let table = scan["Relation Name"].as_str().unwrap_or_default();
+        assert!(!["phrase_search", "phrases"].contains(&table), "{plan:#}");
+    }
+    assert!(nodes(plan, "Node Type=Gather").is_empty(), "{plan:#}");
+    assert!(
+        !nodes(plan, "Index Name=phrases_pkey").is_empty(),
+        "{plan:#}"
+    );
 }
