@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-export GATEWAY_PORT=18080 LINGO_PORT=18081 NEWS_PORT=18082 PG_PORT=55439 DETACH=1
+export GATEWAY_PORT=18080 LINGO_PORT=18081 NEWS_PORT=18082 PG_PORT=25439 DETACH=1
 # Fuzzing sends far more requests than a client would; the limits themselves are tested in
 # gateway/tests.
 export RATE_LIMIT_ENABLED=false

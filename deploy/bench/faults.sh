@@ -20,7 +20,7 @@
 #
 # Usage: deploy/bench/faults.sh [--short]     (--short: what CI runs, about 2.5 minutes of load)
 # Environment: PROFILE (debug|release, default debug), FAULTS_PORT_BASE (19300: seven ports from
-# it), PG_PORT (55460; the replica on PG_PORT+1), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
+# it), PG_PORT (the first free pair from 25460; the replica on PG_PORT+1), FAULTS_WORKERS (16 concurrent clients), BUILD=0 (use the binaries as built).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -32,7 +32,7 @@ case "${1:-}" in
 esac
 PROFILE=${PROFILE:-debug}
 base=${FAULTS_PORT_BASE:-19300}
-PG_PORT=${PG_PORT:-55460}
+PG_PORT=${PG_PORT:-$(free_port_pair 25460)}
 PG_REPLICA_PORT=$((PG_PORT + 1))
 GATEWAY_PORT=$base GATEWAY2_PORT=$((base + 1)) LINGO_PORT=$((base + 2))
 NEWS1_PORT=$((base + 3)) NEWS2_PORT=$((base + 4)) HOLE_PORT=$((base + 5)) NEWS3_PORT=$((base + 6))

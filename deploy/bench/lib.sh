@@ -20,6 +20,17 @@ find_pg_bin() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# free_port_pair START: the first port from START on that is free together with the next one
+# (a PostgreSQL primary and its replica), trying 100. Defaults start below Linux's ephemeral range
+# (32768-60999), where nothing that binds port 0 (test servers, browsers) can land.
+free_port_pair() {
+  local port
+  for port in $(seq "$1" $(($1 + 198))); do
+    port_in_use "$port" || port_in_use $((port + 1)) || { echo "$port"; return 0; }
+  done
+  die "no two free ports from $1 on (set PG_PORT)"
+}
+
 # require_free_ports PORT...: stops the script when one of the ports it needs is taken.
 require_free_ports() {
   local port
