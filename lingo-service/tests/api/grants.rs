@@ -65,7 +65,8 @@ async fn the_runtime_role_only_reads_the_catalogue_and_analytics_tables() {
         }
     }
     // Sessions and the answers they carry are written only by inserting; never rewritten or
-    // deleted. Phrase states are derived from the answers: upserted, never deleted.
+    // deleted. Phrase states are derived from the answers: upserted, never deleted. The per-day
+    // due counts are kept by the states' triggers (SECURITY DEFINER) and only read by the role.
     for statement in [
         "UPDATE study_sessions SET xp_awarded = 0",
         "DELETE FROM study_sessions",
@@ -73,6 +74,10 @@ async fn the_runtime_role_only_reads_the_catalogue_and_analytics_tables() {
         "DELETE FROM phrase_reviews",
         "DELETE FROM phrase_states",
         "TRUNCATE phrase_states",
+        "INSERT INTO phrase_due_days VALUES ('someone', 'es', '2026-11-27', 1)",
+        "UPDATE phrase_due_days SET phrases = 0",
+        "DELETE FROM phrase_due_days",
+        "TRUNCATE phrase_due_days",
     ] {
         assert_eq!(
             sqlstate(&mut runtime, statement).await.as_deref(),
@@ -80,6 +85,11 @@ async fn the_runtime_role_only_reads_the_catalogue_and_analytics_tables() {
             "{statement}"
         );
     }
+    assert_eq!(
+        sqlstate(&mut runtime, "SELECT * FROM phrase_due_days LIMIT 1").await,
+        None,
+        "the role reads the per-day due counts"
+    );
     // The role cannot create objects in its schema either.
     assert_eq!(
         sqlstate(&mut runtime, "CREATE TABLE sneaky (id int)")
