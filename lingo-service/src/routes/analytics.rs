@@ -9,6 +9,7 @@ use std::result::Result as StdResult;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
+use shared_auth::http::paging::next_cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -109,9 +110,7 @@ async fn export(
         paging.fetch_limit(),
     )
     .await?;
-    let has_more = data.len() as i64 > paging.limit;
-    data.truncate(paging.limit as usize);
-    let next_cursor = data.last().filter(|_| has_more).map(|row| {
+    let next_cursor = next_cursor(&mut data, paging, |row| {
         let language = &row.progress.language_code;
         Cursor::after(row.updated_at, &row.learner_id, language, since).encode()
     });
@@ -228,9 +227,7 @@ async fn export_phrase_progress(
         paging.fetch_limit(),
     )
     .await?;
-    let has_more = data.len() as i64 > paging.limit;
-    data.truncate(paging.limit as usize);
-    let next_cursor = data.last().filter(|_| has_more).map(|row| {
+    let next_cursor = next_cursor(&mut data, paging, |row| {
         ExportCursor::after(row.updated_at, &row.learner_id, &row.phrase_id, since).encode()
     });
     Ok(Json(PhraseProgressExport {

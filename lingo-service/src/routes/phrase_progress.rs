@@ -6,6 +6,7 @@ use axum::extract::State;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use shared_auth::http::cursor;
+use shared_auth::http::paging::next_cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -103,12 +104,9 @@ async fn my_phrases(
         paging.fetch_limit(),
     )
     .await?;
-    let has_more = data.len() as i64 > paging.limit;
-    data.truncate(paging.limit as usize);
-    let next_cursor = data
-        .last()
-        .filter(|_| has_more)
-        .map(|last| MyPhrasesCursor::after(last.due_at, &last.phrase.id, &filter).encode());
+    let next_cursor = next_cursor(&mut data, paging, |last| {
+        MyPhrasesCursor::after(last.due_at, &last.phrase.id, &filter).encode()
+    });
     Ok(Json(MyPhrases {
         count: data.len(),
         data,

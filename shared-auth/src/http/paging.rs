@@ -79,6 +79,24 @@ impl PageQuery {
     }
 }
 
+/// Cuts rows fetched with `LIMIT paging.fetch_limit()` to the page; true when more rows follow.
+pub fn cut_to_page<T>(rows: &mut Vec<T>, paging: Paging) -> bool {
+    let has_more = rows.len() as i64 > paging.limit;
+    rows.truncate(paging.limit as usize);
+    has_more
+}
+
+/// For lists paged by cursor only: cuts rows fetched with `LIMIT paging.fetch_limit()` to the
+/// page and gives the cursor `after` the page's last row when more rows follow (else `None`).
+pub fn next_cursor<T>(
+    rows: &mut Vec<T>,
+    paging: Paging,
+    after: impl FnOnce(&T) -> String,
+) -> Option<String> {
+    let has_more = cut_to_page(rows, paging);
+    rows.last().filter(|_| has_more).map(after)
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
@@ -95,8 +113,7 @@ pub struct Page<T> {
 impl<T> Page<T> {
     /// Builds the page from rows fetched with `LIMIT paging.fetch_limit()`.
     pub fn from_rows(mut rows: Vec<T>, paging: Paging) -> Self {
-        let has_more = rows.len() as i64 > paging.limit;
-        rows.truncate(paging.limit as usize);
+        let has_more = cut_to_page(&mut rows, paging);
         let count = rows.len();
         Self {
             data: rows,
@@ -163,5 +180,16 @@ mod tests {
         assert_eq!((page.count, page.next_offset), (2, Some(6)));
         let page = Page::from_rows(vec![1, 2], paging);
         assert_eq!((page.count, page.next_offset), (2, None));
+    }
+
+    #[test]
+    fn a_next_cursor_only_when_more_rows_exist_and_after_the_pages_last_row() {
+        let paging = Paging::new(Some(2), None).unwrap();
+        let mut rows = vec![1, 2, 3];
+        let cursor = next_cursor(&mut rows, paging, |last| format!("after {last}"));
+        assert_eq!((rows, cursor), (vec![1, 2], Some("after 2".to_owned())));
+        let mut rows = vec![1, 2];
+        let cursor = next_cursor(&mut rows, paging, |last| format!("after {last}"));
+        assert_eq!((rows, cursor), (vec![1, 2], None));
     }
 }
