@@ -243,16 +243,16 @@ async fn the_service_folds_in_the_background() {
     let admin = pool(&app.db, "admin", 1).await;
     spread_art_2(&admin, 12).await;
     assert_eq!(art_2(&admin).await, (12, 12, 10));
+    // A loose bound: the fold runs every few hundred milliseconds, but a loaded test machine can
+    // starve the service's background task for seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut now = art_2(&admin).await;
-    for _ in 0..250 {
-        if now.2 == 1 {
-            break;
-        }
+    while now.2 != 1 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
         now = art_2(&admin).await;
         assert_eq!(now.0, now.1, "count while the service folds");
     }
-    assert_eq!(now, (12, 12, 1), "not folded within 5 s");
+    assert_eq!(now, (12, 12, 1), "not folded within 30 s");
     let like_count = app.get_json("/articles/art-2", None).await["like_count"].clone();
     assert_eq!(like_count, 12);
 }
