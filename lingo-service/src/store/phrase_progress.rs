@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, NaiveTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
-use uuid::Uuid;
 
 use crate::domain::catalogue::{PhraseItem, PhraseStats};
 use crate::domain::fsrs::{self, Grade, PhraseState, Review};
@@ -87,42 +86,43 @@ fn schedule_error(error: fsrs::ScheduleError) -> Error {
     Error::Internal(anyhow::Error::new(error))
 }
 
-/// Records the answers of session `session_id` (already inserted) in the review log and brings
-/// the states of the phrases they touch up to date; returns how many phrases the learner
-/// answered for the first time. Runs in the session's transaction after the learner's row lock,
-/// so one learner's sessions apply one at a time.
+/// A session's answers as the columns of its review-log rows (one array each, for `UNNEST`):
+/// written by the statement that inserts the session ([`crate::store::study_sessions::record`]).
+pub struct AnswerColumns {
+    pub phrase_ids: Vec<String>,
+    /// 0-based, in the order the learner gave the answers.
+    pub positions: Vec<i32>,
+    pub grades: Vec<i16>,
+}
+
+impl AnswerColumns {
+    pub fn of(answers: &[AnswerInput]) -> Self {
+        Self {
+            phrase_ids: answers.iter().map(|a| a.phrase_id.clone()).collect(),
+            positions: (0..answers.len() as i32).collect(),
+            grades: answers.iter().map(|a| a.grade().rating()).collect(),
+        }
+    }
+}
+
+/// Brings the states of the phrases that `answers` (a session at `studied_at`, already in the
+/// review log) touch up to date, and counts the phrases answered for the first time in
+/// `phrases_started` of the learner's totals. Runs in the session's transaction after the
+/// learner's row lock, so one learner's sessions apply one at a time.
 ///
 /// A phrase whose stored state is older than `studied_at` is advanced from that state by this
 /// session's answers; one with a later (or equally timed) answer on record is recomputed from its
 /// whole log in time order, so the order in which sessions arrive never changes a state.
-pub async fn record_answers(
+pub async fn update_states(
     tx: &mut PgConnection,
     learner_id: &str,
     language: &str,
-    session_id: Uuid,
     studied_at: DateTime<Utc>,
     answers: &[AnswerInput],
-) -> Result<i64> {
+) -> Result<()> {
     if answers.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
-    let phrase_ids: Vec<String> = answers.iter().map(|a| a.phrase_id.clone()).collect();
-    let positions: Vec<i32> = (0..answers.len() as i32).collect();
-    let grades: Vec<i16> = answers.iter().map(|a| a.grade().rating()).collect();
-    sqlx::query!(
-        "INSERT INTO phrase_reviews (learner_id, phrase_id, studied_at, session_id, position, grade) \
-         SELECT $1, phrase_id, $2, $3, position, grade \
-         FROM UNNEST($4::text[], $5::int[], $6::smallint[]) AS a (phrase_id, position, grade)",
-        learner_id,
-        studied_at,
-        session_id,
-        &phrase_ids,
-        &positions,
-        &grades,
-    )
-    .execute(&mut *tx)
-    .await?;
-
     // This session's answers per phrase, in the order given.
     let mut touched: BTreeMap<&str, Vec<Review>> = BTreeMap::new();
     for answer in answers {
@@ -164,8 +164,7 @@ pub async fn record_answers(
         .ok_or_else(|| anyhow::anyhow!("phrase {phrase_id} has no answers to fold"))?;
         states.push((phrase_id.to_owned(), state));
     }
-    upsert_states(tx, learner_id, language, &states).await?;
-    Ok((states.len() - stored.len()) as i64)
+    write_states(tx, learner_id, language, &states, &stored).await
 }
 
 /// The whole review log of each of `phrase_ids`, in time order.
@@ -198,50 +197,104 @@ async fn full_logs(
     Ok(logs)
 }
 
-async fn upsert_states(
+/// The columns of phrase states (one array each, for `UNNEST`).
+#[derive(Default)]
+struct StateColumns {
+    ids: Vec<String>,
+    stability: Vec<f32>,
+    difficulty: Vec<f32>,
+    due_at: Vec<DateTime<Utc>>,
+    reviews: Vec<i32>,
+    correct: Vec<i32>,
+    lapses: Vec<i32>,
+    first: Vec<DateTime<Utc>>,
+    last: Vec<DateTime<Utc>>,
+    grade: Vec<i16>,
+}
+
+impl StateColumns {
+    fn push(&mut self, phrase_id: &str, state: &PhraseState) {
+        self.ids.push(phrase_id.to_owned());
+        self.stability.push(state.stability);
+        self.difficulty.push(state.difficulty);
+        self.due_at.push(state.due_at);
+        self.reviews.push(state.reviews);
+        self.correct.push(state.correct);
+        self.lapses.push(state.lapses);
+        self.first.push(state.first_reviewed_at);
+        self.last.push(state.last_reviewed_at);
+        self.grade.push(state.last_grade.rating());
+    }
+}
+
+/// Writes `states` (those of `stored` phrases are updated, the others inserted) and adds the new
+/// ones to the totals' count of phrases started: one statement. Under the learner's row lock no
+/// other transaction writes this learner's states, so the split is exact: a plain `UPDATE` and
+/// `INSERT` write less than an upsert (no conflict probe, no row lock record per row).
+async fn write_states(
     tx: &mut PgConnection,
     learner_id: &str,
     language: &str,
     states: &[(String, PhraseState)],
+    stored: &HashMap<String, StateRow>,
 ) -> Result<()> {
-    let ids: Vec<String> = states.iter().map(|(id, _)| id.clone()).collect();
-    let stability: Vec<f32> = states.iter().map(|(_, s)| s.stability).collect();
-    let difficulty: Vec<f32> = states.iter().map(|(_, s)| s.difficulty).collect();
-    let due_at: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.due_at).collect();
-    let reviews: Vec<i32> = states.iter().map(|(_, s)| s.reviews).collect();
-    let correct: Vec<i32> = states.iter().map(|(_, s)| s.correct).collect();
-    let lapses: Vec<i32> = states.iter().map(|(_, s)| s.lapses).collect();
-    let first: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.first_reviewed_at).collect();
-    let last: Vec<DateTime<Utc>> = states.iter().map(|(_, s)| s.last_reviewed_at).collect();
-    let grade: Vec<i16> = states.iter().map(|(_, s)| s.last_grade.rating()).collect();
+    let (mut old, mut new) = (StateColumns::default(), StateColumns::default());
+    for (phrase_id, state) in states {
+        let columns = if stored.contains_key(phrase_id) {
+            &mut old
+        } else {
+            &mut new
+        };
+        columns.push(phrase_id, state);
+    }
+    let started = new.ids.len() as i64;
     sqlx::query!(
-        "INSERT INTO phrase_states AS s \
-           (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
-            correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
-         SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
-           first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
-         FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
-           $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[]) \
-           AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-                 first_reviewed_at, last_reviewed_at, last_grade) \
-         ON CONFLICT (learner_id, phrase_id) DO UPDATE SET \
-           stability = EXCLUDED.stability, difficulty = EXCLUDED.difficulty, \
-           due_at = EXCLUDED.due_at, reviews = EXCLUDED.reviews, correct = EXCLUDED.correct, \
-           lapses = EXCLUDED.lapses, first_reviewed_at = EXCLUDED.first_reviewed_at, \
-           last_reviewed_at = EXCLUDED.last_reviewed_at, last_grade = EXCLUDED.last_grade, \
-           updated_at = EXCLUDED.updated_at",
+        "WITH updated AS ( \
+           UPDATE phrase_states AS s SET \
+             stability = u.stability, difficulty = u.difficulty, due_at = u.due_at, \
+             reviews = u.reviews, correct = u.correct, lapses = u.lapses, \
+             first_reviewed_at = u.first_reviewed_at, last_reviewed_at = u.last_reviewed_at, \
+             last_grade = u.last_grade, updated_at = clock_timestamp() \
+           FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
+             $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[]) \
+             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                   first_reviewed_at, last_reviewed_at, last_grade) \
+           WHERE s.learner_id = $1 AND s.phrase_id = u.phrase_id), \
+         inserted AS ( \
+           INSERT INTO phrase_states \
+             (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+              correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
+           SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
+             first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
+           FROM UNNEST($13::text[], $14::real[], $15::real[], $16::timestamptz[], $17::int[], \
+             $18::int[], $19::int[], $20::timestamptz[], $21::timestamptz[], $22::smallint[]) \
+             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                   first_reviewed_at, last_reviewed_at, last_grade)) \
+         UPDATE learner_language_totals SET phrases_started = phrases_started + $23 \
+         WHERE learner_id = $1 AND language_code = $2 AND $23::bigint > 0",
         learner_id,
         language,
-        &ids,
-        &stability,
-        &difficulty,
-        &due_at,
-        &reviews,
-        &correct,
-        &lapses,
-        &first,
-        &last,
-        &grade,
+        &old.ids,
+        &old.stability,
+        &old.difficulty,
+        &old.due_at,
+        &old.reviews,
+        &old.correct,
+        &old.lapses,
+        &old.first,
+        &old.last,
+        &old.grade,
+        &new.ids,
+        &new.stability,
+        &new.difficulty,
+        &new.due_at,
+        &new.reviews,
+        &new.correct,
+        &new.lapses,
+        &new.first,
+        &new.last,
+        &new.grade,
+        started,
     )
     .execute(&mut *tx)
     .await?;

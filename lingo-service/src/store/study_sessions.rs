@@ -15,6 +15,11 @@ use crate::store;
 /// The learner row is upserted first: its row lock serialises this learner's concurrent writes,
 /// so none is lost and `total_xp` before and after this session, and every phrase state, are
 /// exact. `input` must be validated (its phrases too); `studied_at` is when the session happened.
+///
+/// One statement writes the learner, the session, its answers (the review log) and the totals;
+/// a session with answers then reads and writes the phrase states it touches in two more (see
+/// [`store::phrase_progress::update_states`]), after the learner's lock, so they see every
+/// earlier session of this learner.
 pub async fn record(
     tx: &mut PgConnection,
     learner_id: &str,
@@ -22,32 +27,56 @@ pub async fn record(
     studied_at: DateTime<Utc>,
 ) -> Result<StudySessionCreated> {
     let xp = session_xp(input.phrases_seen, input.phrases_correct);
-    let total_xp = sqlx::query_scalar!(
-        "INSERT INTO learners AS l (learner_id, total_xp, sessions, updated_at) \
-         VALUES ($1, $2, 1, clock_timestamp()) \
-         ON CONFLICT (learner_id) DO UPDATE SET \
-           total_xp = l.total_xp + EXCLUDED.total_xp, \
-           sessions = l.sessions + 1, \
-           updated_at = EXCLUDED.updated_at \
-         RETURNING total_xp",
-        learner_id,
-        xp,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-
     let answers = input.answers.as_deref().unwrap_or_default();
-    // Validated input fits the integer columns.
-    let session = sqlx::query_as!(
-        StudySession,
-        "WITH arrival AS (SELECT clock_timestamp() AS at) \
-         INSERT INTO study_sessions \
-           (id, learner_id, language_code, duration_seconds, phrases_seen, phrases_correct, \
-            xp_awarded, created_at, studied_at, answer_count) \
-         SELECT $1, $2, $3, $4, $5, $6, $7, arrival.at, COALESCE($8, arrival.at), $9 \
-         FROM arrival \
-         RETURNING id, language_code, duration_seconds, phrases_seen, phrases_correct, \
-           xp_awarded, created_at, studied_at, answer_count",
+    let log = store::phrase_progress::AnswerColumns::of(answers);
+    // Each step reads the row of the step before, so they run (and lock) in this order: the
+    // learner, the session, then its answers and the totals. Validated input fits the integer
+    // columns.
+    let row = sqlx::query!(
+        "WITH learner AS ( \
+           INSERT INTO learners AS l (learner_id, total_xp, sessions, updated_at) \
+           VALUES ($2, $7, 1, clock_timestamp()) \
+           ON CONFLICT (learner_id) DO UPDATE SET \
+             total_xp = l.total_xp + EXCLUDED.total_xp, \
+             sessions = l.sessions + 1, \
+             updated_at = EXCLUDED.updated_at \
+           RETURNING total_xp), \
+         arrival AS (SELECT clock_timestamp() AS at), \
+         session AS ( \
+           INSERT INTO study_sessions \
+             (id, learner_id, language_code, duration_seconds, phrases_seen, phrases_correct, \
+              xp_awarded, created_at, studied_at, answer_count) \
+           SELECT $1, $2, $3, $4, $5, $6, $7, arrival.at, COALESCE($8, arrival.at), $9 \
+           FROM learner, arrival \
+           RETURNING id, language_code, duration_seconds, phrases_seen, phrases_correct, \
+             xp_awarded, created_at, studied_at, answer_count), \
+         answers AS ( \
+           INSERT INTO phrase_reviews \
+             (learner_id, phrase_id, studied_at, session_id, position, grade) \
+           SELECT $2, a.phrase_id, session.studied_at, session.id, a.position, a.grade \
+           FROM session, \
+             UNNEST($10::text[], $11::int[], $12::smallint[]) AS a (phrase_id, position, grade)), \
+         totals AS ( \
+           INSERT INTO learner_language_totals AS t \
+             (learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
+              phrases_correct, xp, first_studied_at, last_studied_at, updated_at, \
+              phrases_started) \
+           SELECT $2, $3, 1, $4, $5, $6, $7, session.studied_at, session.studied_at, \
+             session.created_at, 0 \
+           FROM session \
+           ON CONFLICT (learner_id, language_code) DO UPDATE SET \
+             sessions = t.sessions + 1, \
+             total_duration_seconds = t.total_duration_seconds + EXCLUDED.total_duration_seconds, \
+             phrases_seen = t.phrases_seen + EXCLUDED.phrases_seen, \
+             phrases_correct = t.phrases_correct + EXCLUDED.phrases_correct, \
+             xp = t.xp + EXCLUDED.xp, \
+             first_studied_at = LEAST(t.first_studied_at, EXCLUDED.first_studied_at), \
+             last_studied_at = GREATEST(t.last_studied_at, EXCLUDED.last_studied_at), \
+             updated_at = GREATEST(t.updated_at, EXCLUDED.updated_at)) \
+         SELECT session.id, session.language_code, session.duration_seconds, \
+           session.phrases_seen, session.phrases_correct, session.xp_awarded, \
+           session.created_at, session.studied_at, session.answer_count, learner.total_xp \
+         FROM session, learner",
         Uuid::now_v7(),
         learner_id,
         input.language_code,
@@ -57,57 +86,38 @@ pub async fn record(
         xp as i32,
         input.studied_at.is_some().then_some(studied_at),
         answers.len() as i32,
+        &log.phrase_ids,
+        &log.positions,
+        &log.grades,
     )
     .fetch_one(&mut *tx)
     .await
+    // The session's key is checked first (its row is queued first), and the totals' key to
+    // `languages` names the same language.
     .map_err(on_constraint(
         "study_sessions_language_code_fkey",
         ErrorCode::UnknownLanguage,
     ))?;
-
-    let phrases_started = store::phrase_progress::record_answers(
+    let session = StudySession {
+        id: row.id,
+        language_code: row.language_code,
+        duration_seconds: row.duration_seconds,
+        phrases_seen: row.phrases_seen,
+        phrases_correct: row.phrases_correct,
+        xp_awarded: row.xp_awarded,
+        created_at: row.created_at,
+        studied_at: row.studied_at,
+        answer_count: row.answer_count,
+    };
+    store::phrase_progress::update_states(
         tx,
         learner_id,
         &input.language_code,
-        session.id,
         session.studied_at,
         answers,
     )
     .await?;
-
-    sqlx::query!(
-        "INSERT INTO learner_language_totals AS t \
-           (learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
-            phrases_correct, xp, first_studied_at, last_studied_at, updated_at, phrases_started) \
-         VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $7, $8, $9) \
-         ON CONFLICT (learner_id, language_code) DO UPDATE SET \
-           sessions = t.sessions + 1, \
-           total_duration_seconds = t.total_duration_seconds + EXCLUDED.total_duration_seconds, \
-           phrases_seen = t.phrases_seen + EXCLUDED.phrases_seen, \
-           phrases_correct = t.phrases_correct + EXCLUDED.phrases_correct, \
-           xp = t.xp + EXCLUDED.xp, \
-           first_studied_at = LEAST(t.first_studied_at, EXCLUDED.first_studied_at), \
-           last_studied_at = GREATEST(t.last_studied_at, EXCLUDED.last_studied_at), \
-           phrases_started = t.phrases_started + EXCLUDED.phrases_started, \
-           updated_at = GREATEST(t.updated_at, EXCLUDED.updated_at)",
-        learner_id,
-        input.language_code,
-        input.duration_seconds,
-        input.phrases_seen,
-        input.phrases_correct,
-        xp,
-        session.studied_at,
-        session.created_at,
-        phrases_started,
-    )
-    .execute(&mut *tx)
-    .await
-    .map_err(on_constraint(
-        "learner_language_totals_language_code_fkey",
-        ErrorCode::UnknownLanguage,
-    ))?;
-
-    Ok(StudySessionCreated::new(session, total_xp))
+    Ok(StudySessionCreated::new(session, row.total_xp))
 }
 
 /// One page (plus one row) of `learner_id`'s sessions, newest first (`created_at`, then `id`,

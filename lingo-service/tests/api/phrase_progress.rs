@@ -96,6 +96,21 @@ async fn counts(app: &TestApp) -> (i64, i64, i64) {
     )
 }
 
+/// Answers whose session is missing or is another learner's, or another time's: there is no
+/// foreign key from the review log to its sessions (migration 20261127400001), the statement
+/// that writes a session writes its answers.
+async fn answers_without_their_session(app: &TestApp) -> i64 {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT count(*) FROM lingo.phrase_reviews r WHERE NOT EXISTS ( \
+           SELECT 1 FROM lingo.study_sessions s WHERE s.id = r.session_id \
+             AND s.learner_id = r.learner_id AND s.studied_at = r.studied_at)",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
     let app = spawn_app().await;
@@ -554,6 +569,7 @@ async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
         assert_eq!(progress["correct"], 15, "{progress}");
     }
     assert_eq!(app.count("phrase_reviews").await, 100);
+    assert_eq!(answers_without_their_session(&app).await, 0);
     let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
     assert_eq!(progress["totals"]["phrases_seen"], 100);
     assert_eq!(progress["totals"]["sessions"], 20);
@@ -594,6 +610,7 @@ async fn a_replayed_session_with_answers_writes_nothing_twice() {
     let again: Value = again.json().await.unwrap();
     assert_eq!(again, first);
     assert_eq!(counts(&app).await, counted);
+    assert_eq!(answers_without_their_session(&app).await, 0);
     assert_eq!(all_my_phrases(&app, &learner, "").await, before);
     let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
     assert_eq!(progress["totals"]["phrases_seen"], 3);
