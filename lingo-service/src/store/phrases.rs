@@ -2,7 +2,7 @@
 //! only: the pipeline writes them).
 
 use shared_auth::Paging;
-use sqlx::{FromRow, PgExecutor, PgPool};
+use sqlx::{PgExecutor, PgPool};
 
 use crate::domain::catalogue::{Phrase, PhraseItem, PhraseStats, Translation};
 use crate::domain::cursor::SearchRank;
@@ -97,71 +97,7 @@ pub async fn list<'e>(
     Ok(rows.into_iter().map(PhraseItem::from).collect())
 }
 
-/// The search's statement (run by [`search`]): the matches of the four tiers, each read in its
-/// own rank order `(text_length, phrase_id)` and cut to the page by its own `LIMIT`, appended in
-/// tier order under the page's `LIMIT`/`OFFSET`, then only the page's rows joined to the
-/// catalogue. Tier 0: every word whole in the phrase's own text; 1: the same with the last word
-/// as a prefix (and not 0); 2: every word whole in the text and its translations together (and
-/// not 0 or 1); 3: the same with the last word as a prefix (and not 0, 1 or 2).
-///
-/// PostgreSQL's `Append` runs its branches one after the other and the `Limit` above it stops
-/// pulling once the page is full, so a tier after the page's last row is never executed. Within
-/// a tier, a frequent word is read by walking a rank index (`phrase_search_rank_idx`,
-/// `phrase_search_language_rank_idx`) until the page is full, a rare one from a GIN index (few
-/// matches to sort): the planner's choice, made with the search's own words, since the
-/// statement is planned at each execution (see [`search`]). The cursor's bound `($3, $4, $5)`
-/// = (tier, text length, id): tiers before `$3` are skipped (a false constant once planned with
-/// the values), tier `$3` starts after `($4, $5)` and later ones from their start (lengths are
-/// never negative, and every id is longer than ""). One statement, so one snapshot: a phrase
-/// the pipeline moves between tiers meanwhile is not on the page twice.
-pub const SEARCH: &str = r#"
-WITH page AS (
-  (SELECT ps.phrase_id, 0 AS tier, ps.text_length FROM phrase_search ps
-   WHERE $3::int4 <= 0
-     AND ps.own @@ search_query($1, false)
-     AND ($2::text IS NULL OR ps.language_code = $2)
-     AND (ps.text_length, ps.phrase_id)
-         > (CASE WHEN $3 = 0 THEN $4::int4 ELSE -1 END, CASE WHEN $3 = 0 THEN $5::text ELSE '' END)
-   ORDER BY ps.text_length, ps.phrase_id LIMIT $6::int8 + $7::int8)
-  UNION ALL
-  (SELECT ps.phrase_id, 1 AS tier, ps.text_length FROM phrase_search ps
-   WHERE $3 <= 1
-     AND ps.own @@ search_query($1, true) AND NOT ps.own @@ search_query($1, false)
-     AND ($2 IS NULL OR ps.language_code = $2)
-     AND (ps.text_length, ps.phrase_id)
-         > (CASE WHEN $3 = 1 THEN $4 ELSE -1 END, CASE WHEN $3 = 1 THEN $5 ELSE '' END)
-   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
-  UNION ALL
-  (SELECT ps.phrase_id, 2 AS tier, ps.text_length FROM phrase_search ps
-   WHERE $3 <= 2
-     AND ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
-     AND ($2 IS NULL OR ps.language_code = $2)
-     AND (ps.text_length, ps.phrase_id)
-         > (CASE WHEN $3 = 2 THEN $4 ELSE -1 END, CASE WHEN $3 = 2 THEN $5 ELSE '' END)
-   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
-  UNION ALL
-  (SELECT ps.phrase_id, 3 AS tier, ps.text_length FROM phrase_search ps
-   WHERE $3 <= 3
-     AND ps.everything @@ search_query($1, true)
-     AND NOT ps.everything @@ search_query($1, false) AND NOT ps.own @@ search_query($1, true)
-     AND ($2 IS NULL OR ps.language_code = $2)
-     AND (ps.text_length, ps.phrase_id)
-         > (CASE WHEN $3 = 3 THEN $4 ELSE -1 END, CASE WHEN $3 = 3 THEN $5 ELSE '' END)
-   ORDER BY ps.text_length, ps.phrase_id LIMIT $6 + $7)
-  LIMIT $6 OFFSET $7
-)
-SELECT p.id, p.text, p.language_code,
-  (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id) AS translation_count,
-  s.view_count, s.learner_count, s.accuracy, (s.phrase_id IS NOT NULL) AS has_stats,
-  page.tier, page.text_length
-FROM page
-JOIN phrases p ON p.id = page.phrase_id
-LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-ORDER BY page.tier, page.text_length, page.phrase_id
-"#;
-
-/// A row of [`SEARCH`]: a match with its rank.
-#[derive(FromRow)]
+/// A row of the search: a match with its rank.
 struct SearchRow {
     id: String,
     text: String,
@@ -197,13 +133,15 @@ impl From<SearchRow> for (PhraseItem, SearchRank) {
 
 /// One page (plus one row) of the phrases matching the search `text` (trimmed, 1..=100
 /// characters), best first (see [`SearchRank`]), only those in `language` when given, starting
-/// after `after` when given: one statement, [`SEARCH`], one round of messages.
+/// after `after` when given.
 ///
-/// It runs as an unnamed statement (`persistent(false)`), which PostgreSQL plans when the
-/// values are bound, with this search's words: a prepared statement's generic plan, made for no
-/// word in particular, could walk a whole rank index for a rare word, or sort every match of a
-/// frequent one. (Hence the unchecked `query_as`: the checked macros' statements are prepared
-/// and cached.)
+/// The matches are ranked by `phrase_search_ranks` (migration
+/// `20261127500001_phrase_search_page.sql`): it folds the words once, then reads the four tiers
+/// in rank order, each planned with this search's words, and stops as soon as it has the page's
+/// rows (the `OFFSET`'s included); only the page's rows are then joined to the catalogue. One
+/// prepared statement, so one round of messages and a plan kept by the connection. One
+/// statement, so one snapshot: a phrase the pipeline moves between tiers meanwhile is not on
+/// the page twice.
 pub async fn search<'e>(
     db: impl PgExecutor<'e>,
     text: &str,
@@ -222,17 +160,31 @@ pub async fn search<'e>(
         },
         "",
     ));
-    let rows = sqlx::query_as::<_, SearchRow>(SEARCH)
-        .bind(text)
-        .bind(language)
-        .bind(rank.tier)
-        .bind(rank.text_length)
-        .bind(after_id)
-        .bind(paging.fetch_limit())
-        .bind(paging.offset)
-        .persistent(false)
-        .fetch_all(db)
-        .await?;
+    let rows = sqlx::query_as!(
+        SearchRow,
+        r#"SELECT p.id, p.text, p.language_code,
+             (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
+               AS "translation_count!",
+             s.view_count AS "view_count?", s.learner_count AS "learner_count?",
+             s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
+             page.tier AS "tier!", page.text_length AS "text_length!"
+           FROM (SELECT r.phrase_id, r.tier, r.text_length, r.n
+                   FROM phrase_search_ranks($1, $2, $3, $4, $5, $6::int8 + $7::int8)
+                          WITH ORDINALITY AS r (phrase_id, tier, text_length, n)
+                  ORDER BY r.n LIMIT $6 OFFSET $7) page
+           JOIN phrases p ON p.id = page.phrase_id
+           LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
+           ORDER BY page.n"#,
+        text,
+        language,
+        rank.tier,
+        rank.text_length,
+        after_id,
+        paging.fetch_limit(),
+        paging.offset,
+    )
+    .fetch_all(db)
+    .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 

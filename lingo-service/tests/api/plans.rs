@@ -3,9 +3,13 @@
 //! `.sqlx/`, which CI keeps equal to the source), with custom and with generic plans, on tables
 //! large enough for the planner to choose.
 
+use std::sync::{Arc, Mutex};
+
 use lingo_service::db::connect_one;
-use lingo_service::store::phrases::SEARCH;
 use sqlx::PgConnection;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
 
 use crate::helpers::{TestApp, spawn_app};
 
@@ -136,54 +140,84 @@ async fn every_list_reads_an_index_range_and_the_search_reads_its_tiers_by_index
         }
     }
 
-    search_reads_its_tiers_in_order_by_index(&mut runtime).await;
+    search_reads_its_tiers_in_order_by_index(&app, &mut runtime).await;
 }
 
-/// The search statement, planned with its values as the store runs it (an unnamed statement:
-/// a custom plan): the tiers are the `Append`'s branches in order; a frequent word walks a rank
-/// index in order (no sort) and the tiers after the full page are never executed, a rare one is
-/// read from a GIN index; never a scan of every search row, and the page's rows by their ids.
-async fn search_reads_its_tiers_in_order_by_index(runtime: &mut PgConnection) {
+/// The search as the service runs it, every statement's plan logged with what it did
+/// (`auto_explain`, nested statements included): the statement of the store reads the ranked
+/// page from `phrase_search_ranks` and only its rows from `phrases` by primary key; the
+/// function's tiers are statements of their own, run in tier order, each planned with the
+/// search's words. A frequent word walks a rank index in order (no sort) and no tier after the
+/// full page is planned or run; a rare one is read from a GIN index.
+async fn search_reads_its_tiers_in_order_by_index(app: &TestApp, runtime: &mut PgConnection) {
+    let search = statement("phrase_search_ranks(");
+    // The store's statement itself, with a custom and with a generic plan (the connection keeps
+    // the prepared statement, so after a few runs PostgreSQL may use the generic one).
+    for plan in plans(runtime, &search, "'fra', NULL, 0, -1, '', 21, 0").await {
+        assert!(
+            plan.contains("Function Scan on phrase_search_ranks"),
+            "{plan}"
+        );
+        assert!(plan.contains("Index Scan using phrases_pkey"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+    }
+
+    let mut logged = logged_plans(app, &search).await;
     // "fra" is the start of every phrase's first word ("frase"): tier 1, after an empty tier 0.
+    // (arguments, the tiers read, the index walked by the last one)
     let walks = [
-        ("'fra', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
+        (
+            "'fra', NULL, 0, -1, '', 21, 0",
+            0..=1,
+            "phrase_search_rank_idx",
+        ),
         (
             "'fra', 'es', 0, -1, '', 21, 0",
+            0..=1,
             "phrase_search_language_rank_idx",
         ),
-        // After a cursor in the tier: the keyset bound is the index range's start.
+        // After a cursor in tier 1: the tiers before it are not read, and the keyset bound is
+        // the index range's start.
         (
             "'fra', NULL, 1, 42, 'bulk-012345', 21, 0",
+            1..=1,
             "phrase_search_rank_idx",
         ),
         // With an offset, the walk reads the skipped rows too, and no more.
-        ("'fra', NULL, 0, -1, '', 21, 40", "phrase_search_rank_idx"),
+        (
+            "'fra', NULL, 0, -1, '', 21, 40",
+            0..=1,
+            "phrase_search_rank_idx",
+        ),
         // "phr" only through the translations ("phrase ..."): tier 3.
-        ("'phr', NULL, 0, -1, '', 21, 0", "phrase_search_rank_idx"),
+        (
+            "'phr', NULL, 0, -1, '', 21, 0",
+            0..=3,
+            "phrase_search_rank_idx",
+        ),
     ];
-    for (arguments, index) in walks {
-        let plan = analyzed_plan(runtime, arguments).await;
-        let tiers = tiers(&plan);
-        let walked = tiers
-            .iter()
-            .position(|tier| !nodes(tier, &format!("Index Name={index}")).is_empty())
-            .unwrap_or_else(|| panic!("{index} is walked: {plan:#}"));
-        let walk = &tiers[walked];
-        assert!(executed(walk), "{plan:#}");
-        let scan = &nodes(walk, &format!("Index Name={index}"))[0];
+    for (arguments, read, index) in walks {
+        let (page, tiers) = logged.run(arguments).await;
+        assert_reads_the_page_by_id(&page);
+        // The tiers from the cursor's to the one that filled the page, and no later one.
+        assert_eq!(tiers.len(), read.count(), "{tiers:#?}");
+        let walk = tiers.last().unwrap();
+        let scan = nodes(walk, &format!("Index Name={index}"));
+        assert_eq!(scan.len(), 1, "{index} is walked: {walk:#}");
         assert!(
-            scan["Index Cond"]
+            scan[0]["Index Cond"]
                 .as_str()
                 .unwrap_or_default()
                 .contains("text_length"),
-            "{plan:#}"
+            "{walk:#}"
         );
-        assert!(nodes(walk, "Node Type=Sort").is_empty(), "{plan:#}");
-        // The page is full: no later tier is read.
-        for later in &tiers[walked + 1..] {
-            assert!(!executed(later), "{plan:#}");
+        assert!(nodes(walk, "Node Type=Sort").is_empty(), "{walk:#}");
+        // It stopped with the page full (its rows, the offset's included).
+        let offset: u64 = arguments.rsplit(", ").next().unwrap().parse().unwrap();
+        assert_eq!(walk["Actual Rows"].as_u64(), Some(21 + offset), "{walk:#}");
+        for tier in &tiers {
+            assert_reads_no_table_whole(tier);
         }
-        assert_reads_no_table_whole(&plan);
     }
 
     // Rare words: a lookup in a GIN index, and only those few matches sorted; the page is not
@@ -212,42 +246,108 @@ async fn search_reads_its_tiers_in_order_by_index(runtime: &mut PgConnection) {
         ),
     ];
     for (tier, arguments, index) in lookups {
-        let plan = analyzed_plan(runtime, &arguments).await;
-        let tiers = tiers(&plan);
-        assert_eq!(tiers.len(), 4, "{plan:#}");
-        assert!(tiers.iter().all(executed), "{plan:#}");
+        let (page, tiers) = logged.run(&arguments).await;
+        assert_reads_the_page_by_id(&page);
+        assert_eq!(tiers.len(), 4, "{tiers:#?}");
         let lookup = nodes(&tiers[tier], "Node Type=Bitmap Index Scan");
         assert!(
             lookup.iter().any(|scan| scan["Index Name"] == index),
-            "{index} in tier {tier}: {plan:#}"
+            "{index} in tier {tier}: {tiers:#?}"
         );
-        assert_reads_no_table_whole(&plan);
+        for tier in &tiers {
+            assert_reads_no_table_whole(tier);
+        }
     }
 }
 
-/// The plan, with what each node did, of the search statement run by the service's role with
-/// `arguments` and planned with them (as an unnamed statement is).
-async fn analyzed_plan(runtime: &mut PgConnection, arguments: &str) -> serde_json::Value {
-    sqlx::raw_sql(&format!(
-        "DEALLOCATE ALL; SET plan_cache_mode = force_custom_plan; PREPARE search AS {SEARCH}"
-    ))
-    .execute(&mut *runtime)
-    .await
-    .unwrap();
-    let plan: serde_json::Value = sqlx::query_scalar(&format!(
-        "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) EXECUTE search({arguments})"
-    ))
-    .fetch_one(&mut *runtime)
-    .await
-    .unwrap();
-    plan[0]["Plan"].clone()
+/// A session of the service's role that runs `statement` with `auto_explain` logging the plan
+/// of every statement it runs, nested ones included, with what each node did, as notices.
+struct LoggedPlans {
+    connection: PgConnection,
+    notices: Notices,
 }
 
-/// The branches of the plan's `Append`, one per tier read, in tier order.
-fn tiers(plan: &serde_json::Value) -> Vec<serde_json::Value> {
-    let append = nodes(plan, "Node Type=Append");
-    assert_eq!(append.len(), 1, "one Append: {plan:#}");
-    append[0]["Plans"].as_array().unwrap().clone()
+async fn logged_plans(app: &TestApp, statement: &str) -> LoggedPlans {
+    // Loading the module and its settings need a superuser; the statement then runs as the
+    // service's role (whose search_path SET ROLE does not apply).
+    let mut connection = app.admin().await;
+    sqlx::raw_sql(&format!(
+        "LOAD 'auto_explain'; \
+         SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; \
+         SET auto_explain.log_timing = off; SET auto_explain.log_nested_statements = on; \
+         SET auto_explain.log_format = json; SET auto_explain.log_level = notice; \
+         SET ROLE lingo_app; SET search_path = lingo; \
+         PREPARE search AS {statement}"
+    ))
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    LoggedPlans {
+        connection,
+        notices: Notices::default(),
+    }
+}
+
+impl LoggedPlans {
+    /// Runs the search with `arguments`: the plan of the store's statement, and those of the
+    /// tiers that were run, in the order they ran (the plans that read `phrase_search`).
+    async fn run(&mut self, arguments: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
+        let execute = format!("EXECUTE search({arguments})");
+        let subscriber = tracing_subscriber::registry().with(self.notices.clone());
+        let guard = tracing::subscriber::set_default(subscriber);
+        sqlx::raw_sql(&execute)
+            .execute(&mut self.connection)
+            .await
+            .unwrap();
+        drop(guard);
+        let plans: Vec<serde_json::Value> = self
+            .notices
+            .take()
+            .iter()
+            .filter_map(|notice| notice.split_once("plan:"))
+            .map(|(_, plan)| serde_json::from_str::<serde_json::Value>(plan).unwrap())
+            .map(|logged| logged["Plan"].clone())
+            .collect();
+        let (page, tiers): (Vec<_>, Vec<_>) = plans
+            .into_iter()
+            .filter(|plan| {
+                !nodes(plan, "Relation Name=phrase_search").is_empty()
+                    || !nodes(plan, "Function Name=phrase_search_ranks").is_empty()
+            })
+            .partition(|plan| !nodes(plan, "Function Name=phrase_search_ranks").is_empty());
+        assert_eq!(page.len(), 1, "one run of the store's statement: {page:#?}");
+        (page.into_iter().next().unwrap(), tiers)
+    }
+}
+
+/// The notices PostgreSQL sent while this layer was the thread's subscriber (sqlx logs each as
+/// an event of target `sqlx::postgres::notice`; the test runtime has one thread).
+#[derive(Clone, Default)]
+struct Notices(Arc<Mutex<Vec<String>>>);
+
+impl Notices {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Notices {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        struct Message(Option<String>);
+        impl Visit for Message {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                if field.name() == "message" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+        }
+        if event.metadata().target() == "sqlx::postgres::notice" {
+            let mut message = Message(None);
+            event.record(&mut message);
+            self.0.lock().unwrap().extend(message.0);
+        }
+    }
 }
 
 /// The nodes of `plan` (itself included) whose `field=value` is `condition`.
@@ -263,20 +363,20 @@ fn nodes(plan: &serde_json::Value, condition: &str) -> Vec<serde_json::Value> {
     found
 }
 
-fn executed(plan: &serde_json::Value) -> bool {
-    plan["Actual Loops"].as_u64().unwrap() > 0
+/// The page's rows are read from `phrases` by primary key.
+fn assert_reads_the_page_by_id(plan: &serde_json::Value) {
+    assert!(
+        !nodes(plan, "Index Name=phrases_pkey").is_empty(),
+        "{plan:#}"
+    );
+    assert_reads_no_table_whole(plan);
 }
 
-/// No search row or phrase is read by a sequential scan (the page's rows by their primary key),
-/// and no parallel plan (whose `Append` would not keep the tiers' order).
+/// No search row or phrase is read by a sequential scan, and no parallel plan.
 fn assert_reads_no_table_whole(plan: &serde_json::Value) {
     for scan in nodes(plan, "Node Type=Seq Scan") {
         let table = scan["Relation Name"].as_str().unwrap_or_default();
         assert!(!["phrase_search", "phrases"].contains(&table), "{plan:#}");
     }
     assert!(nodes(plan, "Node Type=Gather").is_empty(), "{plan:#}");
-    assert!(
-        !nodes(plan, "Index Name=phrases_pkey").is_empty(),
-        "{plan:#}"
-    );
 }
