@@ -45,7 +45,13 @@ pub fn fragment_at(text: &str, marks: &[[usize; 2]]) -> Option<Fragment> {
     }
     let chars: Vec<char> = text
         .chars()
-        .map(|c| if c == START || c == STOP { REPLACEMENT } else { c })
+        .map(|c| {
+            if c == START || c == STOP {
+                REPLACEMENT
+            } else {
+                c
+            }
+        })
         .collect();
     Some(cut(&chars, marks))
 }
@@ -156,7 +162,10 @@ mod tests {
     fn marks_found_in_rust_give_the_fragment_ts_headline_markers_would() {
         let text = format!("🎉 the cafe\u{301} {START}x{STOP}");
         let from_marks = fragment_at(&text, &[[6, 11]]).unwrap();
-        let from_markers = fragment(&format!("🎉 the {START}cafe\u{301}{STOP} \u{FFFD}x\u{FFFD}")).unwrap();
+        let from_markers = fragment(&format!(
+            "🎉 the {START}cafe\u{301}{STOP} \u{FFFD}x\u{FFFD}"
+        ))
+        .unwrap();
         assert_eq!(from_marks, from_markers);
         assert_eq!(fragment_at("text", &[]), None);
     }

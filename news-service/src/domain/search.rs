@@ -709,7 +709,10 @@ mod tests {
     #[test]
     fn query_lexemes_unquote_the_lexemes() {
         let cases: [(&str, &[&str]); 3] = [
-            ("'harbour' <-> 'strike' | 'elect'", &["harbour", "strike", "elect"]),
+            (
+                "'harbour' <-> 'strike' | 'elect'",
+                &["harbour", "strike", "elect"],
+            ),
             ("'it''s' & !'a\\\\b'", &["it's", "a\\b"]),
             ("", &[]),
         ];

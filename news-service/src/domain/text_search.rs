@@ -196,13 +196,25 @@ pub fn word_spans(text: &str) -> Option<Vec<Word>> {
 /// The `[start, end)` code-point spans of the words of `text` whose lexeme is in `lexemes`, or
 /// `None` when the text is not modelled.
 pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option<Vec<[usize; 2]>> {
+    // Stemming is most of the cost, and most words cannot match: a Snowball stemmer (English,
+    // Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
+    // that starts with an ASCII letter or digit keeps that first character (lower case) in its
+    // lexeme. Words starting with anything else are always folded.
+    let firsts: HashSet<char> = lexemes.iter().filter_map(|l| l.chars().next()).collect();
+    let may_match = |word: &str| {
+        word.chars()
+            .next()
+            .filter(char::is_ascii_alphanumeric)
+            .is_none_or(|c| firsts.contains(&c.to_ascii_lowercase()))
+    };
     Some(
         word_spans(text)?
             .into_iter()
             .filter(|w| {
-                folding
-                    .lexeme(&w.text)
-                    .is_some_and(|lexeme| lexemes.contains(&lexeme))
+                may_match(&w.text)
+                    && folding
+                        .lexeme(&w.text)
+                        .is_some_and(|lexeme| lexemes.contains(&lexeme))
             })
             .map(|w| [w.start, w.end])
             .collect(),
@@ -254,7 +266,11 @@ mod tests {
     #[test]
     fn emoji_and_curly_quotes_are_letters_of_the_word_they_touch() {
         let text = "“the 🎉party";
-        let words: Vec<String> = word_spans(text).unwrap().into_iter().map(|w| w.text).collect();
+        let words: Vec<String> = word_spans(text)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.text)
+            .collect();
         assert_eq!(words, ["“the", "🎉party"]);
     }
 
@@ -274,8 +290,46 @@ mod tests {
         ] {
             assert_eq!(word_spans(text), None, "{text}");
         }
-        for text in ["end. Next", "well-known", "said: yes", "don't", "(a, b; c!?)", "— - –"] {
+        for text in [
+            "end. Next",
+            "well-known",
+            "said: yes",
+            "don't",
+            "(a, b; c!?)",
+            "— - –",
+        ] {
             assert!(word_spans(text).is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn stems_keep_the_first_character_of_words_starting_with_an_ascii_letter() {
+        for language in ["en", "es"] {
+            let folding = Folding::of_language(language).unwrap();
+            for word in [
+                "Skies",
+                "dying",
+                "ugly",
+                "news",
+                "yelled",
+                "Ying",
+                "idly",
+                "acciones",
+                "árboles",
+                "Xylophones",
+                "2026th",
+            ] {
+                if let Some(lexeme) = folding.lexeme(word) {
+                    let first = word.chars().next().unwrap();
+                    if first.is_ascii_alphanumeric() {
+                        assert_eq!(
+                            lexeme.chars().next(),
+                            Some(first.to_ascii_lowercase()),
+                            "{word}"
+                        );
+                    }
+                }
+            }
         }
     }
 

@@ -20,8 +20,8 @@ use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
     query_lexemes, query_words, rank_window, respell, restrict_to_weight,
 };
-use crate::domain::text_search::{self, Folding};
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
+use crate::domain::text_search::{self, Folding};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -345,7 +345,11 @@ async fn hits(
     for (item, body, columns) in read {
         let fields = [
             (HighlightField::Title, columns.in_title, item.title.as_str()),
-            (HighlightField::Summary, columns.in_summary, item.summary.as_str()),
+            (
+                HighlightField::Summary,
+                columns.in_summary,
+                item.summary.as_str(),
+            ),
             (HighlightField::Body, columns.in_body, body.as_str()),
         ];
         let mut found = Vec::new();
