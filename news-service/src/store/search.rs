@@ -220,17 +220,22 @@ async fn page_rows(
     }
     let mut window_end = spec.window_end.clone();
     let mut rows = Vec::new();
+    // Page 1's window holds every match when it is not full: then nothing is older, and a rare
+    // query is spared a second index scan.
+    let mut all_matches = false;
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
         let qb = window_query("", languages, &spec.filters, window_end.as_ref());
         let window = positions(pool, qb).await?;
         if window_end.is_none() {
+            all_matches = (window.len() as i64) < RANKED_MATCHES;
             window_end = window.last().map(key);
         }
         rows = rank_window(window, spec.after.as_ref());
         rows.truncate(wanted);
     }
     if rows.len() < wanted
+        && !all_matches
         && let Some(end) = &window_end
     {
         // Past the window: older matches, newest first, unranked.
