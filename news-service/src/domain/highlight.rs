@@ -36,6 +36,26 @@ pub fn fragment(marked: &str) -> Option<Fragment> {
     Some(cut(&chars, &marks))
 }
 
+/// The fragment of `text` whose words at `marks` (`[start, end)` code points, in order) matched,
+/// cut to length; `None` when nothing is marked. Marker characters in the text become
+/// [`REPLACEMENT`], as in a fragment `ts_headline` marked.
+pub fn fragment_at(text: &str, marks: &[[usize; 2]]) -> Option<Fragment> {
+    if marks.is_empty() {
+        return None;
+    }
+    let chars: Vec<char> = text
+        .chars()
+        .map(|c| {
+            if c == START || c == STOP {
+                REPLACEMENT
+            } else {
+                c
+            }
+        })
+        .collect();
+    Some(cut(&chars, marks))
+}
+
 /// The characters without markers, and the marked spans in them.
 fn unmark(marked: &str) -> (Vec<char>, Vec<[usize; 2]>) {
     let mut chars = Vec::with_capacity(marked.len());
@@ -136,6 +156,18 @@ mod tests {
         // 🎉 is 1 code point (2 UTF-16 units, 4 bytes); the combining accent is its own.
         assert_eq!(f.marks, vec![[7, 15], [29, 35]]);
         assert_eq!(spans(&f), ["election", "cafe\u{301}s"]);
+    }
+
+    #[test]
+    fn marks_found_in_rust_give_the_fragment_ts_headline_markers_would() {
+        let text = format!("🎉 the cafe\u{301} {START}x{STOP}");
+        let from_marks = fragment_at(&text, &[[6, 11]]).unwrap();
+        let from_markers = fragment(&format!(
+            "🎉 the {START}cafe\u{301}{STOP} \u{FFFD}x\u{FFFD}"
+        ))
+        .unwrap();
+        assert_eq!(from_marks, from_markers);
+        assert_eq!(fragment_at("text", &[]), None);
     }
 
     #[test]

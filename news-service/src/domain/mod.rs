@@ -12,3 +12,4 @@ pub mod directory;
 pub mod highlight;
 pub mod ids;
 pub mod search;
+pub mod text_search;

@@ -371,12 +371,29 @@ fn fold_case(word: &str) -> String {
 }
 
 /// Which field of an article a highlight is from.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HighlightField {
     Title,
     Summary,
     Body,
+}
+
+impl HighlightField {
+    pub const ALL: [Self; 3] = [Self::Title, Self::Summary, Self::Body];
+
+    /// The name as serialised.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Title => "title",
+            Self::Summary => "summary",
+            Self::Body => "body",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 /// A fragment of one field with the words the query matched in it.
@@ -463,9 +480,13 @@ pub fn restrict_to_weight(query: &str, weight: char) -> String {
 /// A field without any of the query's lexemes gets no highlight, so asking this of the stored
 /// vector spares `ts_headline` re-reading that field's text.
 pub fn any_lexeme(query: &str, weight: char) -> String {
-    let labelled = restrict_to_weight(query, weight);
+    quoted_lexemes(&restrict_to_weight(query, weight)).join(" | ")
+}
+
+/// The quoted lexemes of `tsquery` text with their `:labels`, as written.
+fn quoted_lexemes(query: &str) -> Vec<&str> {
     let mut lexemes = Vec::new();
-    let mut rest = labelled.as_str();
+    let mut rest = query;
     while let Some(start) = rest.find('\'') {
         let mut end = start + 1;
         let bytes = rest.as_bytes();
@@ -488,7 +509,33 @@ pub fn any_lexeme(query: &str, weight: char) -> String {
         lexemes.push(&rest[start..end]);
         rest = &rest[end..];
     }
-    lexemes.join(" | ")
+    lexemes
+}
+
+/// The lexemes of `tsquery` text (`'it''s' & 'a\\b'` gives `it's` and `a\b`): what a
+/// highlight marks the words of.
+pub fn query_lexemes(query: &str) -> Vec<String> {
+    quoted_lexemes(query)
+        .into_iter()
+        .map(|quoted| {
+            let inner = quoted.strip_prefix('\'').unwrap_or(quoted);
+            let inner = &inner[..inner.rfind('\'').unwrap_or(inner.len())];
+            let mut lexeme = String::with_capacity(inner.len());
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => lexeme.extend(chars.next()),
+                    // `''` is one quote.
+                    '\'' => {
+                        lexeme.push('\'');
+                        chars.next();
+                    }
+                    _ => lexeme.push(c),
+                }
+            }
+            lexeme
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -659,6 +706,21 @@ mod tests {
             assert_eq!(restrict_to_weight(query, 'A'), expected, "{query}");
         }
     }
+    #[test]
+    fn query_lexemes_unquote_the_lexemes() {
+        let cases: [(&str, &[&str]); 3] = [
+            (
+                "'harbour' <-> 'strike' | 'elect'",
+                &["harbour", "strike", "elect"],
+            ),
+            ("'it''s' & !'a\\\\b'", &["it's", "a\\b"]),
+            ("", &[]),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(query_lexemes(query), expected, "{query}");
+        }
+    }
+
     #[test]
     fn any_lexeme_ors_the_labelled_lexemes() {
         let cases = [

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use shared_auth::{Page, Paging};
+use sqlx::postgres::PgRow;
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::domain::articles::{Article, ArticleItem, ArticlePage, ArticleViewer, Named};
@@ -356,19 +357,32 @@ pub async fn exists(db: impl PgExecutor<'_>, id: &str) -> Result<bool> {
     Ok(found)
 }
 
-/// The list items of these articles as `viewer` sees them, in any order (search pages pick
-/// their rows first, then read them here).
-pub async fn items_by_id(
+/// The list items of these articles as `viewer` sees them, with their bodies and the columns
+/// `extra` pushes (after `, `) decoded as `T`, in any order: search pages pick their rows first,
+/// then read them and what their highlights need here, in one statement.
+pub async fn items_with_body_by_id<T>(
     db: impl PgExecutor<'_>,
     ids: &[String],
     viewer: Option<&str>,
-) -> Result<Vec<ArticleItem>> {
+    extra: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
+) -> Result<Vec<(ArticleItem, String, T)>>
+where
+    T: for<'r> FromRow<'r, PgRow>,
+{
     let mut qb = QueryBuilder::new("");
-    push_item_columns(&mut qb, viewer, false);
+    push_item_columns(&mut qb, viewer, true);
+    qb.push(", ");
+    extra(&mut qb);
     qb.push(FROM_ARTICLES)
         .push(" WHERE a.id = ANY(")
         .push_bind(ids.to_vec())
         .push(")");
-    let rows: Vec<ArticleRow> = qb.build_query_as().fetch_all(db).await?;
-    Ok(rows.into_iter().map(ArticleItem::from).collect())
+    let rows: Vec<PgRow> = qb.build().fetch_all(db).await?;
+    rows.iter()
+        .map(|row| {
+            let mut article = ArticleRow::from_row(row)?;
+            let body = article.body.take().unwrap_or_default();
+            Ok((article.into(), body, T::from_row(row)?))
+        })
+        .collect()
 }

@@ -9,19 +9,19 @@
 //! a filter on a walk of the `published_at` index when the words are frequent: the planner sees
 //! the tsqueries' values (the statements are not kept prepared, so no generic plan forgets them).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
-use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
-    query_words, rank_window, respell, restrict_to_weight,
+    query_lexemes, query_words, rank_window, respell, restrict_to_weight,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
+use crate::domain::text_search::{self, Folding};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -37,6 +37,9 @@ pub struct LanguageQuery {
     pub query: String,
     /// Without exclusions: what highlights mark.
     pub positive: String,
+    /// The database's `LC_CTYPE` is `C`, the locale the Rust highlights model
+    /// (`domain::text_search`).
+    pub c_locale: bool,
 }
 
 /// The query in every article language whose configuration finds something to look for in it
@@ -49,7 +52,8 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
         // than once per use.
         r#"SELECT l.language AS "language!", c.config::oid AS "config!",
                   websearch_to_tsquery(c.config, $1)::text AS "query!",
-                  websearch_to_tsquery(c.config, $2)::text AS "positive!"
+                  websearch_to_tsquery(c.config, $2)::text AS "positive!",
+                  current_setting('lc_ctype') IN ('C', 'POSIX') AS "c_locale!"
              FROM search_languages l
             CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
             ORDER BY l.language"#,
@@ -216,17 +220,22 @@ async fn page_rows(
     }
     let mut window_end = spec.window_end.clone();
     let mut rows = Vec::new();
+    // Page 1's window holds every match when it is not full: then nothing is older, and a rare
+    // query is spared a second index scan.
+    let mut all_matches = false;
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
         let qb = window_query("", languages, &spec.filters, window_end.as_ref());
         let window = positions(pool, qb).await?;
         if window_end.is_none() {
+            all_matches = (window.len() as i64) < RANKED_MATCHES;
             window_end = window.last().map(key);
         }
         rows = rank_window(window, spec.after.as_ref());
         rows.truncate(wanted);
     }
     if rows.len() < wanted
+        && !all_matches
         && let Some(end) = &window_end
     {
         // Past the window: older matches, newest first, unranked.
@@ -282,7 +291,39 @@ pub async fn page(
     })
 }
 
-/// The page's articles with scores and highlights, in the rows' order.
+/// What the page's statement reads beside an article's item and body: its language, and per
+/// field whether the stored vector holds one of the query's positive lexemes with the field's
+/// weight (a field without one gets no highlight, whatever its words look like).
+#[derive(Debug, FromRow)]
+struct HitColumns {
+    language: String,
+    in_title: bool,
+    in_summary: bool,
+    in_body: bool,
+}
+
+/// `CASE a.language WHEN $l THEN a.search_vector @@ $any_lexeme_of_l::tsquery ... END`, the
+/// field-weight test for each language.
+fn push_in_field(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    languages: &[LanguageQuery],
+    weight: char,
+    name: &str,
+) {
+    qb.push("coalesce(CASE a.language");
+    for l in languages {
+        qb.push(" WHEN ")
+            .push_bind(l.language.clone())
+            .push(" THEN a.search_vector @@ ")
+            .push_bind(any_lexeme(&l.positive, weight))
+            .push("::tsquery");
+    }
+    qb.push(" END, false) AS ").push(name);
+}
+
+/// The page's articles with scores and highlights, in the rows' order: one statement reads the
+/// items, their bodies and which fields match; the highlights are marked here
+/// (`domain::text_search`), and only fields the model does not cover ask `ts_headline`.
 async fn hits(
     pool: &PgPool,
     rows: &[Position],
@@ -293,12 +334,53 @@ async fn hits(
         return Ok(Vec::new());
     }
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-    let mut items: HashMap<String, ArticleItem> = articles::items_by_id(pool, &ids, viewer)
-        .await?
-        .into_iter()
-        .map(|item| (item.id.clone(), item))
-        .collect();
-    let mut highlights = highlights(pool, &ids, languages).await?;
+    let read = articles::items_with_body_by_id::<HitColumns>(pool, &ids, viewer, |qb| {
+        qb.push("a.language, ");
+        push_in_field(qb, languages, 'A', "in_title");
+        qb.push(", ");
+        push_in_field(qb, languages, 'B', "in_summary");
+        qb.push(", ");
+        push_in_field(qb, languages, 'C', "in_body");
+    })
+    .await?;
+    let marking = Marking::new(languages);
+    let mut items = HashMap::new();
+    let mut highlights: HashMap<String, Vec<Highlight>> = HashMap::new();
+    let mut left = Vec::new();
+    for (item, body, columns) in read {
+        let fields = [
+            (HighlightField::Title, columns.in_title, item.title.as_str()),
+            (
+                HighlightField::Summary,
+                columns.in_summary,
+                item.summary.as_str(),
+            ),
+            (HighlightField::Body, columns.in_body, body.as_str()),
+        ];
+        let mut found = Vec::new();
+        for (field, matches, text) in fields {
+            if !matches {
+                continue;
+            }
+            match marking.fragment(&columns.language, text) {
+                Some(fragment) => found.push(Highlight {
+                    field,
+                    text: fragment.text,
+                    marks: fragment.marks,
+                }),
+                None => left.push((item.id.clone(), field)),
+            }
+        }
+        highlights.insert(item.id.clone(), found);
+        items.insert(item.id.clone(), item);
+    }
+    if !left.is_empty() {
+        for (id, highlight) in headlines(pool, &left, languages).await? {
+            let found = highlights.entry(id).or_default();
+            found.push(highlight);
+            found.sort_by_key(|h| h.field);
+        }
+    }
     Ok(rows
         .iter()
         // An article deleted between the two reads is left out rather than half shown.
@@ -312,92 +394,94 @@ async fn hits(
         .collect())
 }
 
-/// `ts_headline` options: the marker characters, and for a long body one fragment of about 30
-/// words (cut to 200 characters afterwards). Titles, summaries and short bodies are marked
-/// whole (then cut when over 200 characters): a fragment would drop their edge words.
-fn headline_options(whole: bool) -> String {
-    let markers = format!("StartSel={}, StopSel={}", highlight::START, highlight::STOP);
-    if whole {
-        format!("{markers}, HighlightAll=true")
-    } else {
-        format!("{markers}, MaxWords=30, MinWords=12, MaxFragments=1")
+/// Per article language the Rust model of its configuration and the query's positive lexemes.
+struct Marking {
+    languages: HashMap<String, (Folding, HashSet<String>)>,
+}
+
+impl Marking {
+    fn new(languages: &[LanguageQuery]) -> Self {
+        let languages = languages
+            .iter()
+            .filter(|l| l.c_locale)
+            .filter_map(|l| {
+                let folding = Folding::of_language(&l.language)?;
+                let lexemes = query_lexemes(&l.positive).into_iter().collect();
+                Some((l.language.clone(), (folding, lexemes)))
+            })
+            .collect();
+        Self { languages }
+    }
+
+    /// The highlight of a field whose stored vector holds a query lexeme, or `None` when the
+    /// model does not cover the language or the text, or marks nothing there (a stemmer
+    /// differing from PostgreSQL's): then `ts_headline` decides.
+    fn fragment(&self, language: &str, text: &str) -> Option<highlight::Fragment> {
+        let (folding, lexemes) = self.languages.get(language)?;
+        let marks = text_search::marks(text, folding, lexemes)?;
+        highlight::fragment_at(text, &marks)
     }
 }
 
-/// Per article, the highlights of the fields the query's positive words match in.
-async fn highlights(
+/// `ts_headline` options: the marker characters, and the whole field marked (then cut to 200
+/// characters around its first mark, as a field marked in Rust is).
+fn headline_options() -> String {
+    format!(
+        "StartSel={}, StopSel={}, HighlightAll=true",
+        highlight::START,
+        highlight::STOP
+    )
+}
+
+/// `ts_headline`'s highlights of these fields (of articles of the page), for the fields the
+/// Rust model leaves to PostgreSQL.
+async fn headlines(
     pool: &PgPool,
-    ids: &[String],
+    fields: &[(String, HighlightField)],
     languages: &[LanguageQuery],
-) -> Result<HashMap<String, Vec<Highlight>>> {
+) -> Result<Vec<(String, Highlight)>> {
     let codes: Vec<String> = languages.iter().map(|l| l.language.clone()).collect();
     let configs: Vec<Oid> = languages.iter().map(|l| l.config).collect();
     let positives: Vec<String> = languages.iter().map(|l| l.positive.clone()).collect();
-    // Per field (A title, B summary, C body): any positive lexeme there. `ts_headline` reads the
-    // whole text again and is most of a page's cost; a field without a lexeme gets no highlight.
-    let in_field = |weight| -> Vec<String> {
-        languages
-            .iter()
-            .map(|l| any_lexeme(&l.positive, weight))
-            .collect()
-    };
-    let (in_title, in_summary, in_body) = (in_field('A'), in_field('B'), in_field('C'));
+    let ids: Vec<String> = fields.iter().map(|(id, _)| id.clone()).collect();
+    let names: Vec<String> = fields.iter().map(|(_, f)| f.name().to_owned()).collect();
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
     // cannot fake a mark.
     let rows = sqlx::query!(
-        r#"SELECT a.id,
-                  CASE WHEN a.search_vector @@ l.in_title::tsquery THEN
+        r#"SELECT f.id AS "id!", f.field AS "field!",
                   ts_headline(l.config::regconfig,
-                              translate(a.title, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) ELSE '' END AS "title!",
-                  CASE WHEN a.search_vector @@ l.in_summary::tsquery THEN
-                  ts_headline(l.config::regconfig,
-                              translate(a.summary, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery, $4) ELSE '' END AS "summary!",
-                  CASE WHEN a.search_vector @@ l.in_body::tsquery THEN
-                  ts_headline(l.config::regconfig,
-                              translate(a.body, U&'\E000\E001', U&'\FFFD\FFFD'),
-                              l.positive::tsquery,
-                              CASE WHEN char_length(a.body) <= $6 THEN $4 ELSE $5 END) ELSE '' END AS "body!"
-             FROM articles a
-             JOIN unnest($2::text[], $3::text[], $7::oid[], $8::text[], $9::text[], $10::text[])
-                  AS l (language, positive, config, in_title, in_summary, in_body)
-               ON l.language = a.language
-            WHERE a.id = ANY($1)"#,
-        ids,
+                              translate(CASE f.field WHEN 'title' THEN a.title
+                                                     WHEN 'summary' THEN a.summary
+                                                     ELSE a.body END,
+                                        U&'\E000\E001', U&'\FFFD\FFFD'),
+                              l.positive::tsquery, $4) AS "marked!"
+             FROM unnest($1::text[], $5::text[]) AS f (id, field)
+             JOIN articles a ON a.id = f.id
+             JOIN unnest($2::text[], $3::text[], $6::oid[]) AS l (language, positive, config)
+               ON l.language = a.language"#,
+        &ids,
         &codes,
         &positives,
-        headline_options(true),
-        headline_options(false),
-        MAX_FRAGMENT_CHARS as i32,
+        headline_options(),
+        &names,
         &configs,
-        &in_title,
-        &in_summary,
-        &in_body,
     )
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|row| {
-            let fields = [
-                (HighlightField::Title, row.title),
-                (HighlightField::Summary, row.summary),
-                (HighlightField::Body, row.body),
-            ];
-            let found = fields
-                .into_iter()
-                .filter_map(|(field, marked)| {
-                    let fragment = highlight::fragment(&marked)?;
-                    debug_assert!(fragment.text.chars().count() <= MAX_FRAGMENT_CHARS);
-                    Some(Highlight {
-                        field,
-                        text: fragment.text,
-                        marks: fragment.marks,
-                    })
-                })
-                .collect();
-            (row.id, found)
+        .filter_map(|row| {
+            let field = HighlightField::from_name(&row.field)?;
+            let fragment = highlight::fragment(&row.marked)?;
+            debug_assert!(fragment.text.chars().count() <= MAX_FRAGMENT_CHARS);
+            Some((
+                row.id,
+                Highlight {
+                    field,
+                    text: fragment.text,
+                    marks: fragment.marks,
+                },
+            ))
         })
         .collect())
 }

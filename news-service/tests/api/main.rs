@@ -13,6 +13,7 @@ mod fold;
 mod hardening;
 mod health;
 mod helpers;
+mod highlight_model;
 mod me;
 mod openapi;
 mod schema;

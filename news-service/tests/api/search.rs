@@ -331,6 +331,39 @@ async fn long_bodies_give_a_short_fragment_around_the_match() {
     assert_eq!(marked(fragment), ["lighthouse"]);
 }
 
+/// Fields the service's model of the configurations does not cover (a URL and a decimal number,
+/// another language) are highlighted by `ts_headline`, with the same marks.
+#[tokio::test]
+async fn fields_the_model_leaves_out_are_highlighted_by_postgresql() {
+    let app = spawn_search().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, \
+                               journalist_id, language) VALUES
+  ('s-url', 'Lighthouses reopen', 'See lighthouse.example.com for 3.5 more lighthouses.',
+   'No match here.', 'u', now(), 'org-a', 'jrn-1', 'en'),
+  ('s-de', 'Leuchttürme öffnen', 'Der Leuchtturm ist offen.', 'Nichts.', 'u', now(), 'org-a', 'jrn-1', 'de');",
+    )
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let page = search(&app, "q=lighthouse").await;
+    let hit = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == "s-url")
+        .unwrap();
+    assert_eq!(marked(highlight(hit, "title")), ["Lighthouses"]);
+    // The host is one token (`lighthouse.example.com`), so only the last word is marked.
+    assert_eq!(marked(highlight(hit, "summary")), ["lighthouses"]);
+    let page = search(&app, "q=leuchtturm").await;
+    let hit = &page["data"][0];
+    assert_eq!(hit["id"], "s-de");
+    assert_eq!(marked(highlight(hit, "title")), ["Leuchttürme"]);
+    assert_eq!(marked(highlight(hit, "summary")), ["Leuchtturm"]);
+}
+
 #[tokio::test]
 async fn a_misspelt_query_gets_a_suggestion() {
     let app = spawn_search().await;

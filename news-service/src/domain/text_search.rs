@@ -1,0 +1,341 @@
+//! The articles' text search configurations (migration `search`) modelled in Rust, so that a
+//! search page marks its highlights without `ts_headline` (which read each field again in
+//! PostgreSQL and was most of a page's cost): a word is marked when its lexeme is one of the
+//! query's, which is what `ts_headline` with `HighlightAll` does.
+//!
+//! The model covers what news text mostly is, and says so when a text holds anything else:
+//! - PostgreSQL's default parser in a database whose `LC_CTYPE` is `C` (the store checks):
+//!   a word is a run of ASCII letters and digits and of any non-ASCII characters (to the parser
+//!   in that locale every non-ASCII character is a letter: emoji, combining accents, curly
+//!   quotes). The separators modelled are ASCII spaces and `, ; ! ? " ' ( )`, a `:` not
+//!   followed by a word, a `.` not followed by a word, and a `-` between letters (a hyphenated
+//!   word: `ts_headline` shows and marks its parts, which are words of their own). A text with
+//!   any other ASCII character between words (`/ @ < & _ ...`, a `.` inside a word as in
+//!   `example.com` or `3.5`, a `-` next to a digit), or a very long word, is not modelled:
+//!   [`word_spans`] answers `None` and the store asks `ts_headline` for that field.
+//! - Per word, as the configuration maps its token type: with a digit (`numword`, `uint`)
+//!   the `simple` dictionary (ASCII lower case); else (`asciiword`, `word`, hyphenated parts)
+//!   `unaccent` (PostgreSQL's `unaccent.rules`, copied here) then the language's Snowball
+//!   stemmer after ASCII lower case (the `C` locale's), no lexeme for a stop word (PostgreSQL's
+//!   stop word files, copied here).
+//! - Languages: English and Spanish, whose stemmers (`rust-stemmers`) are checked against
+//!   PostgreSQL's in `tests/api/highlight_model.rs`; any other language is left to `ts_headline`.
+//!
+//! The store keeps this exact: a field whose stored vector holds a query lexeme but where this
+//! marks nothing is highlighted by `ts_headline`, and a field whose vector holds none is not
+//! highlighted whatever this marks; so a difference in a stemmer costs speed, not a mark.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Longer words are left to PostgreSQL (it skips tokens of 2,047 bytes and more, and such a
+/// word is no word of news text).
+const MAX_WORD_CHARS: usize = 100;
+
+/// How one article language folds a word into its lexeme.
+pub struct Folding {
+    stemmer: Stemmer,
+    stop_words: &'static HashSet<String>,
+}
+
+static ENGLISH_STOP: LazyLock<HashSet<String>> =
+    LazyLock::new(|| stop_words(include_str!("tsearch/english.stop")));
+static SPANISH_STOP: LazyLock<HashSet<String>> =
+    LazyLock::new(|| stop_words(include_str!("tsearch/spanish.stop")));
+static UNACCENT: LazyLock<Unaccent> =
+    LazyLock::new(|| Unaccent::parse(include_str!("tsearch/unaccent.rules")));
+
+fn stop_words(file: &str) -> HashSet<String> {
+    file.lines()
+        .map(|l| l.trim().to_ascii_lowercase())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+impl Folding {
+    /// The folding of an article language (ISO 639-1), when it is modelled.
+    pub fn of_language(language: &str) -> Option<Self> {
+        let (algorithm, stop_words) = match language {
+            "en" => (Algorithm::English, &*ENGLISH_STOP),
+            "es" => (Algorithm::Spanish, &*SPANISH_STOP),
+            _ => return None,
+        };
+        Some(Self {
+            stemmer: Stemmer::create(algorithm),
+            stop_words,
+        })
+    }
+
+    /// The lexeme of one word as the parser cut it; `None` for a stop word.
+    pub fn lexeme(&self, word: &str) -> Option<String> {
+        if word.chars().any(|c| c.is_ascii_digit()) {
+            // numword / uint: the simple dictionary, without unaccent.
+            return Some(word.to_ascii_lowercase());
+        }
+        self.stem(&UNACCENT.apply(word))
+    }
+
+    /// The Snowball dictionary: lower case, stop words, stem.
+    pub fn stem(&self, word: &str) -> Option<String> {
+        let lower = word.to_ascii_lowercase();
+        if lower.is_empty() || self.stop_words.contains(&lower) {
+            return None;
+        }
+        Some(self.stemmer.stem(&lower).into_owned())
+    }
+}
+
+/// PostgreSQL's `unaccent` dictionary: each character (or longest listed sequence) replaced by
+/// its rule's translation, deleted when the rule has none.
+struct Unaccent {
+    rules: HashMap<String, String>,
+    longest: usize,
+}
+
+impl Unaccent {
+    fn parse(file: &str) -> Self {
+        let mut rules = HashMap::new();
+        for line in file.lines() {
+            // Source, then the translation (absent: delete), split on ASCII white space.
+            let mut fields = line.split([' ', '\t', '\r']).filter(|f| !f.is_empty());
+            if let Some(source) = fields.next() {
+                rules.insert(
+                    source.to_owned(),
+                    fields.next().unwrap_or_default().to_owned(),
+                );
+            }
+        }
+        let longest = rules.keys().map(|k| k.chars().count()).max().unwrap_or(1);
+        Self { rules, longest }
+    }
+
+    fn apply(&self, word: &str) -> String {
+        if word.is_ascii() {
+            return word.to_owned();
+        }
+        let chars: Vec<char> = word.chars().collect();
+        let mut out = String::with_capacity(word.len());
+        let mut i = 0;
+        while i < chars.len() {
+            let found = (1..=self.longest.min(chars.len() - i)).rev().find_map(|n| {
+                let source: String = chars[i..i + n].iter().collect();
+                self.rules.get(&source).map(|t| (n, t))
+            });
+            match found {
+                Some((n, translation)) => {
+                    out.push_str(translation);
+                    i += n;
+                }
+                None => {
+                    out.push(chars[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A word as the parser cuts it: `[start, end)` in code points of the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Word {
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || !c.is_ascii()
+}
+
+/// The words of `text` in order (the parts of a hyphenated word as words), or `None` when the
+/// text holds something this model does not cover (module docs).
+pub fn word_spans(text: &str) -> Option<Vec<Word>> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if is_word_char(c) {
+            let start = i;
+            while i < chars.len() && is_word_char(chars[i]) {
+                i += 1;
+            }
+            if i - start > MAX_WORD_CHARS {
+                return None;
+            }
+            words.push(Word {
+                start,
+                end: i,
+                text: chars[start..i].iter().collect(),
+            });
+            continue;
+        }
+        let before = i.checked_sub(1).map(|j| chars[j]);
+        let after = chars.get(i + 1).copied();
+        let next_is_word = after.is_some_and(is_word_char);
+        let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+        let modelled = match c {
+            ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' => true,
+            ',' | ';' | '!' | '?' | '"' | '\'' | '(' | ')' => true,
+            ':' => !next_is_word,
+            '.' => !next_is_word && !digit(before),
+            '-' => !digit(before) && !digit(after),
+            _ => false,
+        };
+        if !modelled {
+            return None;
+        }
+        i += 1;
+    }
+    Some(words)
+}
+
+/// The `[start, end)` code-point spans of the words of `text` whose lexeme is in `lexemes`, or
+/// `None` when the text is not modelled.
+pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option<Vec<[usize; 2]>> {
+    // Stemming is most of the cost, and most words cannot match: a Snowball stemmer (English,
+    // Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
+    // that starts with an ASCII letter or digit keeps that first character (lower case) in its
+    // lexeme. Words starting with anything else are always folded.
+    let firsts: HashSet<char> = lexemes.iter().filter_map(|l| l.chars().next()).collect();
+    let may_match = |word: &str| {
+        word.chars()
+            .next()
+            .filter(char::is_ascii_alphanumeric)
+            .is_none_or(|c| firsts.contains(&c.to_ascii_lowercase()))
+    };
+    Some(
+        word_spans(text)?
+            .into_iter()
+            .filter(|w| {
+                may_match(&w.text)
+                    && folding
+                        .lexeme(&w.text)
+                        .is_some_and(|lexeme| lexemes.contains(&lexeme))
+            })
+            .map(|w| [w.start, w.end])
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn english() -> Folding {
+        Folding::of_language("en").unwrap()
+    }
+
+    fn lexemes(words: &[&str]) -> HashSet<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    fn marked(text: &str, spans: &[[usize; 2]]) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        spans
+            .iter()
+            .map(|[s, e]| chars[*s..*e].iter().collect())
+            .collect()
+    }
+
+    #[test]
+    fn folds_case_accents_and_stems() {
+        let en = english();
+        assert_eq!(en.lexeme("Elections").as_deref(), Some("elect"));
+        assert_eq!(en.lexeme("CAFÉ").as_deref(), Some("cafe"));
+        assert_eq!(en.lexeme("cafe\u{301}s").as_deref(), Some("cafe"));
+        assert_eq!(en.lexeme("the"), None, "a stop word has no lexeme");
+        assert_eq!(en.lexeme("Covid19").as_deref(), Some("covid19"));
+        let es = Folding::of_language("es").unwrap();
+        assert_eq!(es.lexeme("elecciones"), es.lexeme("Elección"));
+        assert_eq!(es.lexeme("él"), None, "unaccented, then a stop word");
+        assert!(Folding::of_language("de").is_none());
+    }
+
+    #[test]
+    fn marks_words_in_code_points_with_emoji_and_combining_accents() {
+        let text = "🎉 Cafe\u{301} culture: the CAFÉ-owners' cafés";
+        let spans = marks(text, &english(), &lexemes(&["cafe"])).unwrap();
+        assert_eq!(marked(text, &spans), ["Cafe\u{301}", "CAFÉ", "cafés"]);
+        assert_eq!(spans[0], [2, 7]);
+    }
+
+    #[test]
+    fn emoji_and_curly_quotes_are_letters_of_the_word_they_touch() {
+        let text = "“the 🎉party";
+        let words: Vec<String> = word_spans(text)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.text)
+            .collect();
+        assert_eq!(words, ["“the", "🎉party"]);
+    }
+
+    #[test]
+    fn texts_the_model_does_not_cover_are_left_to_postgresql() {
+        for text in [
+            "see example.com",
+            "a/b",
+            "mail me@x.org",
+            "3.5 points",
+            "won -5",
+            "<b>bold</b>",
+            "a &amp; b",
+            "snake_case",
+            "U.S. vote",
+            &"x".repeat(MAX_WORD_CHARS + 1),
+        ] {
+            assert_eq!(word_spans(text), None, "{text}");
+        }
+        for text in [
+            "end. Next",
+            "well-known",
+            "said: yes",
+            "don't",
+            "(a, b; c!?)",
+            "— - –",
+        ] {
+            assert!(word_spans(text).is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn stems_keep_the_first_character_of_words_starting_with_an_ascii_letter() {
+        for language in ["en", "es"] {
+            let folding = Folding::of_language(language).unwrap();
+            for word in [
+                "Skies",
+                "dying",
+                "ugly",
+                "news",
+                "yelled",
+                "Ying",
+                "idly",
+                "acciones",
+                "árboles",
+                "Xylophones",
+                "2026th",
+            ] {
+                if let Some(lexeme) = folding.lexeme(word) {
+                    let first = word.chars().next().unwrap();
+                    if first.is_ascii_alphanumeric() {
+                        assert_eq!(
+                            lexeme.chars().next(),
+                            Some(first.to_ascii_lowercase()),
+                            "{word}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unaccent_deletes_combining_marks_and_expands_ligatures() {
+        assert_eq!(UNACCENT.apply("e\u{301}læ"), "elae");
+        assert_eq!(UNACCENT.apply("plain"), "plain");
+    }
+}
