@@ -4,7 +4,7 @@
 //! query's, which is what `ts_headline` with `HighlightAll` does.
 //!
 //! The model covers what news text mostly is, and says so when a text holds anything else:
-//! - PostgreSQL's default parser in a database whose `LC_CTYPE` is `C` (the store checks):
+//! - PostgreSQL 15's default parser in a database whose `LC_CTYPE` is `C` (the store checks both):
 //!   a word is a run of ASCII letters and digits and of any non-ASCII characters (to the parser
 //!   in that locale every non-ASCII character is a letter: emoji, combining accents, curly
 //!   quotes). The separators modelled are ASCII spaces and `, ; ! ? " ' ( )`, a `:` not

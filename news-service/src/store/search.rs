@@ -37,9 +37,10 @@ pub struct LanguageQuery {
     pub query: String,
     /// Without exclusions: what highlights mark.
     pub positive: String,
-    /// The database's `LC_CTYPE` is `C`, the locale the Rust highlights model
-    /// (`domain::text_search`).
-    pub c_locale: bool,
+    /// The server is the one the Rust highlights model (`domain::text_search`) copies and is
+    /// tested against: PostgreSQL 15 (its `unaccent.rules`, stop word files and Snowball
+    /// stemmers) with a database whose `LC_CTYPE` is `C`. On any other, `ts_headline` marks.
+    pub modelled_server: bool,
 }
 
 /// The query in every article language whose configuration finds something to look for in it
@@ -53,7 +54,9 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
         r#"SELECT l.language AS "language!", c.config::oid AS "config!",
                   websearch_to_tsquery(c.config, $1)::text AS "query!",
                   websearch_to_tsquery(c.config, $2)::text AS "positive!",
-                  current_setting('lc_ctype') IN ('C', 'POSIX') AS "c_locale!"
+                  current_setting('lc_ctype') IN ('C', 'POSIX')
+                  AND current_setting('server_version_num')::int / 10000 = 15
+                  AS "modelled_server!"
              FROM search_languages l
             CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
             ORDER BY l.language"#,
@@ -403,7 +406,7 @@ impl Marking {
     fn new(languages: &[LanguageQuery]) -> Self {
         let languages = languages
             .iter()
-            .filter(|l| l.c_locale)
+            .filter(|l| l.modelled_server)
             .filter_map(|l| {
                 let folding = Folding::of_language(&l.language)?;
                 let lexemes = query_lexemes(&l.positive).into_iter().collect();
