@@ -1,23 +1,33 @@
 //! Deterministic demo data: 20 organisations, 100 journalists and N articles spread over the two
-//! years before a fixed date, with realistic titles. A seeded RNG and a fixed time window make
-//! every run produce the same rows, and the upserts leave unchanged rows alone, so a second run
-//! changes nothing. Written as the pipeline role, in batches, so a million articles are quick.
+//! years before a fixed date, with news-like titles and bodies whose words follow a long (Zipf)
+//! tail, as real news text does (`corpus`). A seeded RNG and a fixed time window make every run
+//! produce the same rows, and the upserts leave unchanged rows alone, so a second run changes
+//! nothing. Written as the pipeline role, in batches, so a million articles are quick.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use futures_util::{StreamExt, TryStreamExt, stream};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
+use self::corpus::capitalise;
 use crate::db;
 use crate::domain::curated::{ArticleRecord, JournalistRecord, OrganizationRecord, UpsertCounts};
 use crate::store::curated::{upsert_articles, upsert_journalists, upsert_organizations};
 
+mod corpus;
+
 const SEED: u64 = 0x6e65_7773; // "news"
+/// The share of titles about one of the familiar topics (`TOPICS`); the others are about a word
+/// of the corpus's long tail.
+const TITLE_TOPIC_SHARE: f64 = 0.6;
 const BATCH: usize = 5_000;
+/// Batches written at once (connections): see `seed`.
+const WRITERS: usize = 2;
 pub const JOURNALISTS: usize = 100;
 
 const ORGANIZATIONS: [(&str, &str); 20] = [
@@ -92,24 +102,6 @@ const LAST_NAMES: [&str; 40] = [
     "Novak",
 ];
 
-const PLACES: [&str; 16] = [
-    "Harbor City",
-    "Riverside",
-    "the capital",
-    "Lakeside",
-    "the northern valley",
-    "Port Ellis",
-    "Brookfield",
-    "the coast",
-    "Eastgate",
-    "Millbrook",
-    "the old town",
-    "Westmoor",
-    "Cedar Falls",
-    "Kingsport",
-    "the suburbs",
-    "Ashford",
-];
 const TOPICS: [&str; 24] = [
     "housing",
     "public transit",
@@ -163,24 +155,6 @@ const TEMPLATES: [&str; 20] = [
 /// languages on a fresh stack: `elecciones` finds `elección`. Same lengths as the English
 /// lists, so an article draws the same random numbers in either language.
 const SPANISH_EVERY: u64 = 5;
-const PLACES_ES: [&str; 16] = [
-    "Harbor City",
-    "Riverside",
-    "la capital",
-    "Lakeside",
-    "el valle del norte",
-    "Port Ellis",
-    "Brookfield",
-    "la costa",
-    "Eastgate",
-    "Millbrook",
-    "el casco antiguo",
-    "Westmoor",
-    "Cedar Falls",
-    "Kingsport",
-    "las afueras",
-    "Ashford",
-];
 const TOPICS_ES: [&str; 24] = [
     "la vivienda",
     "el transporte público",
@@ -230,14 +204,6 @@ const TEMPLATES_ES: [&str; 20] = [
     "Última hora: {place} responde a la decisión sobre {topic}",
 ];
 
-fn capitalise(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 /// The demo organisations: `org-001` .. `org-020`.
 pub fn organizations() -> Vec<OrganizationRecord> {
     ORGANIZATIONS
@@ -283,29 +249,37 @@ pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
     let mut rng = StdRng::seed_from_u64(SEED ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let journalist = &journalists[rng.gen_range(0..journalists.len())];
     let spanish = n.is_multiple_of(SPANISH_EVERY);
-    let (places, topics, templates) = if spanish {
-        (&PLACES_ES, &TOPICS_ES, &TEMPLATES_ES)
+    let corpus = corpus::corpus();
+    let language = corpus.language(spanish);
+    let (topics, templates) = if spanish {
+        (&TOPICS_ES, &TEMPLATES_ES)
     } else {
-        (&PLACES, &TOPICS, &TEMPLATES)
+        (&TOPICS, &TEMPLATES)
     };
-    let place = places[rng.gen_range(0..places.len())];
-    let topic = topics[rng.gen_range(0..topics.len())];
+    let place = language.places.pick(&mut rng).to_owned();
+    // Most titles are about a familiar topic; the rest about a word of the long tail.
+    let topic = if rng.gen_bool(TITLE_TOPIC_SHARE) {
+        topics[rng.gen_range(0..topics.len())].to_owned()
+    } else {
+        language.nouns.pick(&mut rng).to_owned()
+    };
     let number = rng.gen_range(3..=12).to_string();
     let title = templates[rng.gen_range(0..templates.len())]
-        .replace("{place}", place)
-        .replace("{topic_cap}", &capitalise(topic))
-        .replace("{topic}", topic)
+        .replace("{place}", &place)
+        .replace("{topic_cap}", &capitalise(&topic))
+        .replace("{topic}", &topic)
         .replace("{n}", &number);
     let title = capitalise(&title);
     // Whole minutes over two years: ties in published_at happen, as they do in real feeds.
     let minutes = rng.gen_range(0..2 * 365 * 24 * 60);
     let published_at = window_end() - Duration::minutes(minutes);
     let id = format!("art-{n:06}");
-    let (summary, body) = if spanish {
-        spanish_text(&journalist.name, topic, place, &number)
-    } else {
-        english_text(&journalist.name, topic, place, &number)
-    };
+    let summary = language
+        .summary
+        .replace("{journalist}", &journalist.name)
+        .replace("{topic}", &topic)
+        .replace("{place}", &place);
+    let body = corpus::body(corpus, language, &summary, &mut rng);
     ArticleRecord {
         url: format!("https://news.example/articles/{id}"),
         id,
@@ -317,32 +291,6 @@ pub fn article(n: u64, journalists: &[JournalistRecord]) -> ArticleRecord {
         journalist_id: journalist.id.clone(),
         language: if spanish { "es" } else { "en" }.to_owned(),
     }
-}
-
-fn english_text(journalist: &str, topic: &str, place: &str, number: &str) -> (String, String) {
-    let summary = format!(
-        "{journalist} reports on {topic} in {place}: what changed, who is affected, and what comes next."
-    );
-    let body = format!(
-        "{summary}\n\nOfficials in {place} said on Tuesday that decisions on {topic} would be taken \
-         within weeks. Residents interviewed for this story described the issue as the one that \
-         shapes their daily lives most.\n\nExperts cautioned that the numbers are still moving and \
-         that {number} separate proposals are on the table. This story will be updated."
-    );
-    (summary, body)
-}
-
-fn spanish_text(journalist: &str, topic: &str, place: &str, number: &str) -> (String, String) {
-    let summary = format!(
-        "{journalist} informa sobre {topic} en {place}: qué cambió, a quién afecta y qué viene después."
-    );
-    let body = format!(
-        "{summary}\n\nLas autoridades de {place} dijeron el martes que las decisiones sobre {topic} \
-         se tomarán en las próximas semanas. Los vecinos entrevistados describieron la cuestión como \
-         la que más marca su vida diaria.\n\nLos expertos advirtieron de que las cifras todavía \
-         cambian y de que hay {number} propuestas distintas sobre la mesa. Esta noticia se actualizará."
-    );
-    (summary, body)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -366,38 +314,41 @@ impl fmt::Display for SeedSummary {
 /// Seeds the demo data as the pipeline role (`news_pipeline`).
 pub async fn seed(pipeline_url: &str, articles: u64) -> anyhow::Result<SeedSummary> {
     let started = Instant::now();
-    let pool = db::connect(pipeline_url, 2, "news-service-seed").await?;
+    let pool = db::connect(pipeline_url, WRITERS as u32, "news-service-seed").await?;
     let mut summary = SeedSummary {
         organizations: upsert_organizations(&pool, &organizations()).await?,
         ..SeedSummary::default()
     };
     let journalists = Arc::new(journalists());
     summary.journalists = upsert_journalists(&pool, &journalists).await?;
-    // Generating a batch costs about as much as writing one: make the next while this one is
-    // written.
-    let make = |first: u64| {
-        let journalists = journalists.clone();
-        let last = (first + BATCH as u64 - 1).min(articles);
-        tokio::task::spawn_blocking(move || {
-            (first..=last)
-                .map(|n| article(n, &journalists))
-                .collect::<Vec<ArticleRecord>>()
+    // Most of a batch's cost is PostgreSQL's (the trigger parses and stems the text): WRITERS
+    // batches are written at once, each on its own connection, so that the server uses more than
+    // one core, while the next batches are generated (on blocking threads) meanwhile.
+    let generated = stream::iter((1..=articles).step_by(BATCH))
+        .map(|first| {
+            let journalists = journalists.clone();
+            let last = (first + BATCH as u64 - 1).min(articles);
+            tokio::task::spawn_blocking(move || {
+                (first..=last)
+                    .map(|n| article(n, &journalists))
+                    .collect::<Vec<ArticleRecord>>()
+            })
         })
-    };
-    let mut next_batch = (articles >= 1).then(|| make(1));
-    let mut first = 1;
-    while let Some(pending) = next_batch.take() {
-        let batch = pending.await?;
-        let last = first + batch.len() as u64 - 1;
-        if last < articles {
-            next_batch = Some(make(last + 1));
+        .buffered(WRITERS);
+    let pool_ref = &pool;
+    let mut written = generated
+        .map(|batch| async move { anyhow::Ok(upsert_articles(pool_ref, &batch?).await?) })
+        .buffer_unordered(WRITERS);
+    let mut done = 0;
+    while let Some(counts) = written.try_next().await? {
+        let before = done;
+        done += counts.inserted + counts.updated + counts.unchanged;
+        summary.articles.add(counts);
+        if done / 100_000 > before / 100_000 {
+            tracing::info!(seeded = done, of = articles, "seeding articles");
         }
-        summary.articles.add(upsert_articles(&pool, &batch).await?);
-        if last % 100_000 < BATCH as u64 && articles >= 100_000 {
-            tracing::info!(seeded = last, of = articles, "seeding articles");
-        }
-        first = last + 1;
     }
+    drop(written);
     pool.close().await;
     summary.elapsed_secs = started.elapsed().as_secs_f64();
     Ok(summary)
@@ -432,5 +383,64 @@ mod tests {
             .find(|j| j.id == a.journalist_id)
             .map(|j| &j.organization_id);
         assert_eq!(owner, Some(&a.organization_id));
+    }
+
+    /// Document frequency of each lower-cased word in the first `n` articles.
+    fn document_frequencies(n: u64) -> std::collections::HashMap<String, u64> {
+        let journalists = journalists();
+        let mut frequencies = std::collections::HashMap::new();
+        for a in (1..=n).map(|i| article(i, &journalists)) {
+            let text = format!("{} {} {}", a.title, a.summary, a.body).to_lowercase();
+            let mut words: Vec<&str> = text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect();
+            words.sort_unstable();
+            words.dedup();
+            for word in words {
+                *frequencies.entry(word.to_owned()).or_insert(0) += 1;
+            }
+        }
+        frequencies
+    }
+
+    #[test]
+    fn words_have_a_frequent_head_and_a_long_tail_of_rare_words() {
+        let n = 5_000;
+        let frequencies = document_frequencies(n);
+        // Words a bench can count on: a frequent one, and rare ones for a selective query.
+        let share = |word: &str| frequencies.get(word).copied().unwrap_or(0) as f64 / n as f64;
+        assert!(
+            share("officials") > 0.15,
+            "officials: {}",
+            share("officials")
+        );
+        let rare = frequencies.values().filter(|&&f| f <= n / 1000).count();
+        assert!(
+            frequencies.len() > 15_000 && rare > 10_000,
+            "{} distinct words, {rare} in at most 0.1% of articles",
+            frequencies.len()
+        );
+        assert!(
+            share("elecciones") > 0.0 && share("elección") > 0.0,
+            "Spanish stemming examples"
+        );
+    }
+
+    #[test]
+    fn bodies_vary_in_length_around_a_median_of_600_characters() {
+        let journalists = journalists();
+        let mut lengths: Vec<usize> = (1..=2_000)
+            .map(|n| article(n, &journalists).body.chars().count())
+            .collect();
+        lengths.sort_unstable();
+        let (shortest, median, longest) = (lengths[0], lengths[1_000], lengths[1_999]);
+        assert!(shortest >= 280 && longest <= 3_000, "{shortest}..{longest}");
+        assert!((500..=750).contains(&median), "median {median}");
+        assert!(
+            lengths[1_980] > 1_500,
+            "the longest 1% are long: {}",
+            lengths[1_980]
+        );
     }
 }

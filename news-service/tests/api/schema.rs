@@ -74,6 +74,22 @@ async fn seed_is_deterministic_and_a_second_run_changes_nothing() {
     assert_eq!(app.count("SELECT count(*) FROM organizations").await, 20);
     assert_eq!(app.count("SELECT count(*) FROM journalists").await, 100);
     assert_eq!(app.count("SELECT count(*) FROM articles").await, 1200);
+    assert_eq!(
+        app.count("SELECT count(DISTINCT language) FROM articles")
+            .await,
+        2,
+        "English and Spanish"
+    );
+    // The trigger computes the vector inline (migration search_vector_trigger); it is the
+    // reference function's.
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM articles WHERE search_vector IS DISTINCT FROM \
+             article_search_vector(language, title, summary, body)"
+        )
+        .await,
+        0
+    );
     let span_days = app
         .count("SELECT (extract(epoch FROM max(published_at) - min(published_at)) / 86400)::bigint FROM articles")
         .await;
