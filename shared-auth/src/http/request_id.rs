@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::http::codes::SharedCode;
 use crate::http::context;
 use crate::http::problem::{PROBLEM_JSON, Problem};
-use crate::telemetry::{self, ServerSpan};
+use crate::telemetry::{self, ServerSpan, Value};
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -79,9 +79,9 @@ where
         ensure_problem_body(response).await
     })
     .instrument(span.clone());
-    let mut response = match &trace {
+    let (mut response, trace) = match trace {
         Some(trace) => trace.run(work).await,
-        None => work.await,
+        None => (work.await, None),
     };
 
     response.headers_mut().insert(X_REQUEST_ID.clone(), id);
@@ -128,14 +128,14 @@ fn server_span(request: &Request, request_id: &HeaderValue) -> Option<ServerSpan
         .extensions()
         .get::<MatchedPath>()
         .map_or(path, MatchedPath::as_str);
-    let text = |value: &str| opentelemetry::Value::from(value.to_owned());
+    let text = |value: &str| Value::Text(value.to_owned());
     ServerSpan::start(
         request.headers(),
         format!("{method} {route}"),
-        vec![
-            opentelemetry::KeyValue::new("http.request.method", text(method.as_str())),
-            opentelemetry::KeyValue::new("url.path", text(path)),
-            opentelemetry::KeyValue::new(
+        [
+            ("http.request.method", text(method.as_str())),
+            ("url.path", text(path)),
+            (
                 "request_id",
                 text(request_id.to_str().unwrap_or_default()),
             ),
