@@ -129,11 +129,16 @@ fn server_span(request: &Request, request_id: &HeaderValue) -> Option<ServerSpan
         .get::<MatchedPath>()
         .map_or(path, MatchedPath::as_str);
     let text = |value: &str| Value::Text(value.to_owned());
+    // Not `format!`: its machinery cost ~1,000 instructions per request here.
+    let mut name = String::with_capacity(method.as_str().len() + 1 + route.len());
+    name.push_str(method.as_str());
+    name.push(' ');
+    name.push_str(route);
     ServerSpan::start(
         request.headers(),
-        format!("{method} {route}"),
+        name,
         [
-            ("http.request.method", text(method.as_str())),
+            ("http.request.method", telemetry::method_name(method).into()),
             ("url.path", text(path)),
             (
                 "request_id",

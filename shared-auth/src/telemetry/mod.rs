@@ -41,6 +41,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use batch::{BatchConfig, SpanQueue};
 pub use span::{ClientSpan, ServerSpan, Value};
+pub(crate) use span::method_name;
 use span::{Kind, now_nanos};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -404,4 +405,61 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received; draining in-flight requests");
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::span::tests_support::record;
+    use super::*;
+
+    #[tokio::test]
+    async fn warnings_and_errors_inside_a_request_become_events_of_its_span() {
+        let subscriber = tracing_subscriber::registry().with(TraceEvents.with_filter(
+            Targets::new().with_default(tracing::Level::WARN),
+        ));
+        let _guard = tracing::subscriber::set_default(subscriber);
+        tracing::warn!("outside any request: no span to add it to");
+        let request = ServerSpan::of_record(record());
+        let ((), request) = request
+            .run(async {
+                tracing::info!("info lines are not events");
+                tracing::warn!(attempt = 2_u64, upstream = "lingo-1", "upstream slow");
+                tracing::error!(ok = false, ratio = 0.5, "it broke");
+            })
+            .await;
+        let span = request.expect("the span comes back").record().clone();
+        let names: Vec<&str> = span.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["upstream slow", "it broke"]);
+        assert_eq!(
+            span.events[0].attributes,
+            [
+                ("attempt", Value::Int(2)),
+                ("upstream", Value::Text("lingo-1".to_owned())),
+                ("level", Value::Static("WARN")),
+                ("target", Value::Static(module_path!())),
+            ]
+        );
+        assert_eq!(span.events[1].attributes[..2], [
+            ("ok", Value::Bool(false)),
+            ("ratio", Value::Float(0.5)),
+        ]);
+        assert_eq!(span.error.as_deref(), Some(""), "an error marks the span failed");
+    }
+
+    #[test]
+    fn sql_spans_are_named_by_their_operation() {
+        assert_eq!(
+            sql_operation("select * from t where id = $1"),
+            (Cow::Borrowed("SELECT postgresql"), Value::Static("SELECT"))
+        );
+        assert_eq!(
+            sql_operation("CALL refresh()"),
+            (
+                Cow::Owned("CALL postgresql".to_owned()),
+                Value::Text("CALL".to_owned())
+            )
+        );
+    }
 }
