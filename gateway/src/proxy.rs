@@ -30,7 +30,10 @@ fn attempt_span(method: &Method, group: &'static str, replica: &Replica) -> Opti
         method,
         [
             ("upstream.group", Value::Static(group)),
-            ("server.address", Value::Text(replica.base.as_str().to_owned())),
+            (
+                "server.address",
+                Value::Text(replica.base.as_str().to_owned()),
+            ),
         ],
     )
 }

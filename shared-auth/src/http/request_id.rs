@@ -140,10 +140,7 @@ fn server_span(request: &Request, request_id: &HeaderValue) -> Option<ServerSpan
         [
             ("http.request.method", telemetry::method_name(method).into()),
             ("url.path", text(path)),
-            (
-                "request_id",
-                text(request_id.to_str().unwrap_or_default()),
-            ),
+            ("request_id", text(request_id.to_str().unwrap_or_default())),
         ],
     )
 }

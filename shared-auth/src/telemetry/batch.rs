@@ -133,7 +133,10 @@ fn report(result: Result<(), String>, was_failing: bool) -> bool {
         }
         Ok(()) => false,
         Err(error) if !was_failing => {
-            tracing::warn!(error, "exporting spans failed (spans of the batch are lost)");
+            tracing::warn!(
+                error,
+                "exporting spans failed (spans of the batch are lost)"
+            );
             true
         }
         Err(_) => true,

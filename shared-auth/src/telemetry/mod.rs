@@ -40,8 +40,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use batch::{BatchConfig, SpanQueue};
-pub use span::{ClientSpan, ServerSpan, Value};
 pub(crate) use span::method_name;
+pub use span::{ClientSpan, ServerSpan, Value};
 use span::{Kind, now_nanos};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -416,9 +416,8 @@ mod tests {
 
     #[tokio::test]
     async fn warnings_and_errors_inside_a_request_become_events_of_its_span() {
-        let subscriber = tracing_subscriber::registry().with(TraceEvents.with_filter(
-            Targets::new().with_default(tracing::Level::WARN),
-        ));
+        let subscriber = tracing_subscriber::registry()
+            .with(TraceEvents.with_filter(Targets::new().with_default(tracing::Level::WARN)));
         let _guard = tracing::subscriber::set_default(subscriber);
         tracing::warn!("outside any request: no span to add it to");
         let request = ServerSpan::of_record(record());
@@ -441,11 +440,15 @@ mod tests {
                 ("target", Value::Static(module_path!())),
             ]
         );
-        assert_eq!(span.events[1].attributes[..2], [
-            ("ok", Value::Bool(false)),
-            ("ratio", Value::Float(0.5)),
-        ]);
-        assert_eq!(span.error.as_deref(), Some(""), "an error marks the span failed");
+        assert_eq!(
+            span.events[1].attributes[..2],
+            [("ok", Value::Bool(false)), ("ratio", Value::Float(0.5)),]
+        );
+        assert_eq!(
+            span.error.as_deref(),
+            Some(""),
+            "an error marks the span failed"
+        );
     }
 
     #[test]

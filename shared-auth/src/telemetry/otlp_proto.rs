@@ -47,7 +47,12 @@ impl EncodedResource {
         }
         attributes.retain(|(key, _)| key != "service.name");
         let mut message = Vec::new();
-        write_key_value(&mut message, 1, "service.name", &Value::Static(service_name));
+        write_key_value(
+            &mut message,
+            1,
+            "service.name",
+            &Value::Static(service_name),
+        );
         for (key, value) in attributes {
             write_key_value(&mut message, 1, &key, &Value::Text(value));
         }
@@ -302,9 +307,12 @@ mod tests {
     /// The same span as the OpenTelemetry SDK's `SpanData`.
     fn span_data(span: &SpanRecord) -> SpanData {
         let context = &span.context;
-        let state = context.trace_state.as_deref().map_or(TraceState::NONE, |state| {
-            state.parse().expect("a valid tracestate")
-        });
+        let state = context
+            .trace_state
+            .as_deref()
+            .map_or(TraceState::NONE, |state| {
+                state.parse().expect("a valid tracestate")
+            });
         let mut data = SpanData {
             span_context: SpanContext::new(
                 TraceId::from_bytes(context.trace_id),
@@ -313,7 +321,9 @@ mod tests {
                 false,
                 state,
             ),
-            parent_span_id: span.parent_span_id.map_or(SpanId::INVALID, SpanId::from_bytes),
+            parent_span_id: span
+                .parent_span_id
+                .map_or(SpanId::INVALID, SpanId::from_bytes),
             parent_span_is_remote: span.parent_is_remote,
             span_kind: match span.kind {
                 Kind::Server => SpanKind::Server,
@@ -326,10 +336,9 @@ mod tests {
             dropped_attributes_count: 0,
             events: Default::default(),
             links: Default::default(),
-            status: span
-                .error
-                .as_ref()
-                .map_or(Status::Unset, |description| Status::error(description.clone())),
+            status: span.error.as_ref().map_or(Status::Unset, |description| {
+                Status::error(description.clone())
+            }),
             instrumentation_scope: InstrumentationScope::builder(SERVICE).build(),
         };
         for event in &span.events {
