@@ -80,7 +80,11 @@ where
     })
     .instrument(span.clone());
     let (mut response, trace) = match trace {
-        Some(trace) => trace.run(work).await,
+        Some(trace) => {
+            let mut scoped = std::pin::pin!(trace.scope(work));
+            let response = scoped.as_mut().await;
+            (response, ServerSpan::after(scoped))
+        }
         None => (work.await, None),
     };
 

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -253,6 +253,9 @@ impl Sampler {
     }
 }
 
+/// A request's work inside its server span.
+pub(crate) type Scoped<F> = tokio::task::futures::TaskLocalFuture<RefCell<Box<SpanRecord>>, F>;
+
 tokio::task_local! {
     /// The server span of the request a task is serving, while spans are exported: the parent of
     /// the spans made inside it, and where warnings and errors logged inside it go.
@@ -320,13 +323,25 @@ impl ServerSpan {
         })
     }
 
+    /// `work` with this span as the task's request span. Awaited pinned where it is made
+    /// (not inside another `async fn`, which would move the request's whole future once more);
+    /// [`ServerSpan::after`] then gives the span back with the events added to it meanwhile.
+    pub(crate) fn scope<F: Future>(self, work: F) -> Scoped<F> {
+        REQUEST_SPAN.scope(RefCell::new(self.record), work)
+    }
+
+    /// The span back from its finished scope.
+    pub(crate) fn after<F: Future>(scoped: Pin<&mut Scoped<F>>) -> Option<ServerSpan> {
+        let record = scoped.take_value()?.into_inner();
+        Some(ServerSpan { record })
+    }
+
     /// Runs `work` with this span as the task's request span; gives the span back with the
     /// events that were added to it meanwhile.
     pub async fn run<F: Future>(self, work: F) -> (F::Output, Option<ServerSpan>) {
-        let mut scoped = pin!(REQUEST_SPAN.scope(RefCell::new(self.record), work));
+        let mut scoped = pin!(self.scope(work));
         let output = scoped.as_mut().await;
-        let record = scoped.as_mut().take_value().map(RefCell::into_inner);
-        (output, record.map(|record| ServerSpan { record }))
+        (output, Self::after(scoped))
     }
 
     #[cfg(test)]
