@@ -11,7 +11,7 @@ use axum::body::HttpBody as _;
 use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::response::Response;
-use shared_auth::telemetry::ClientSpan;
+use shared_auth::telemetry::{ClientSpan, Value};
 use shared_auth::{Problem, SharedCode};
 
 use crate::client::{BodyState, OutBody, PooledBody, SendError, UpstreamClient, is_broken_framing};
@@ -25,12 +25,15 @@ use crate::upstream::{Replica, UpstreamGroup};
 /// The client span of one attempt at a replica (the service's server span becomes its child),
 /// while spans are exported: otherwise nothing collects it, and the client's `traceparent` goes
 /// on as is.
-fn attempt_span(method: &Method, group: &str, replica: &Replica) -> Option<ClientSpan> {
+fn attempt_span(method: &Method, group: &'static str, replica: &Replica) -> Option<ClientSpan> {
     ClientSpan::start(
         method,
-        &[
-            ("upstream.group", group),
-            ("server.address", replica.base.as_str()),
+        [
+            ("upstream.group", Value::Static(group)),
+            (
+                "server.address",
+                Value::Text(replica.base.as_str().to_owned()),
+            ),
         ],
     )
 }

@@ -8,37 +8,29 @@
 //! `parentbased_always_on`; `parentbased_traceidratio` with a ratio for busy systems); a trace the
 //! sampler drops is not exported but its context still goes upstream.
 //!
-//! The spans are built with the OpenTelemetry SDK directly, not from `tracing` spans: a request's
+//! The spans are our own lean records ([`span`]), not the OpenTelemetry SDK's: a request's
 //! server span ([`ServerSpan`]), the gateway's client span per upstream attempt ([`ClientSpan`]),
 //! and a client span per SQL statement, which [`TraceEvents`] makes from the event sqlx reports
-//! (in this one place, without touching any query). The request's span is the task's current
-//! trace context while the request is served (a task-local, like the request id), so the spans
-//! made inside it are its children and warnings and errors logged inside it become its events.
-//! A `tracing` span per request stays for the log lines (request id, trace id), as it is without
-//! an exporter; going through `tracing-opentelemetry` instead cost ~45,000 instructions per
-//! proxied request (a layer call and registry lookup at every poll, every field copied through a
-//! formatter).
+//! (in this one place, without touching any query). The request's span is the task's request
+//! span while the request is served (a task-local, like the request id), so the spans made
+//! inside it are its children and warnings and errors logged inside it become its events. Ended
+//! spans are queued and sent in batches by one task ([`batch`]), encoded straight into OTLP
+//! protobuf ([`otlp_proto`]). A `tracing` span per request stays for the log lines (request id,
+//! trace id), as it is without an exporter; going through `tracing-opentelemetry` instead cost
+//! ~45,000 instructions per proxied request, and the SDK's spans and batch processor ~22,000
+//! (deploy/bench/RESULTS.md, "Tracing cost").
 
+mod batch;
 mod otlp_http;
 mod otlp_proto;
+mod span;
 
-use std::future::Future;
-use std::sync::OnceLock;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use clap::ValueEnum;
-use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer as _,
-    TracerProvider as _,
-};
-use opentelemetry::{Context, KeyValue, global};
-use opentelemetry_http::HeaderExtractor;
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, SdkTracer, SdkTracerProvider};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::filter::Targets;
@@ -46,6 +38,11 @@ use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+use batch::{BatchConfig, SpanQueue};
+pub(crate) use span::method_name;
+pub use span::{ClientSpan, ServerSpan, Value};
+use span::{Kind, now_nanos};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -56,35 +53,38 @@ pub enum LogFormat {
     Json,
 }
 
-/// Keeps the tracer provider alive; call [`Telemetry::shutdown`] before exiting to flush spans.
+/// The span exporter of the process; call [`Telemetry::shutdown`] before exiting to flush spans.
 pub struct Telemetry {
-    provider: SdkTracerProvider,
+    exporter: Option<(Arc<SpanQueue>, tokio::task::JoinHandle<()>)>,
 }
 
 impl Telemetry {
-    /// Flushes the spans still queued. The flush blocks while the exporter task runs on the
-    /// runtime, so it runs on a blocking thread rather than on a runtime worker.
+    /// Sends the spans still queued and stops the exporter task (waiting at most as long as one
+    /// export may take).
     pub async fn shutdown(self) {
-        let provider = self.provider;
-        let flushed = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-        if let Ok(Err(error)) = flushed {
-            eprintln!("flushing spans failed: {error}");
+        let Some((queue, task)) = self.exporter else {
+            return;
+        };
+        queue.close();
+        let limit = otlp_http::export_timeout() + Duration::from_secs(1);
+        if tokio::time::timeout(limit, task).await.is_err() {
+            eprintln!("flushing spans did not finish within {limit:?}");
         }
     }
 }
 
+/// What spans need while they are exported: the sampler and the queue of ended spans.
+pub(crate) struct Tracer {
+    sampler: span::Sampler,
+    queue: Arc<SpanQueue>,
+}
+
 /// The tracer of the process, set once spans are exported: without it no span is built.
-static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+pub(crate) static TRACER: OnceLock<Tracer> = OnceLock::new();
 
 /// Whether OpenTelemetry spans leave this process (an OTLP endpoint is configured).
 pub fn exporting() -> bool {
     TRACER.get().is_some()
-}
-
-tokio::task_local! {
-    /// The trace context (the server span) of the request a task is serving, while spans are
-    /// exported.
-    static TRACE: Context;
 }
 
 /// Set when log lines can show a request's trace id: spans are exported, and the log filter lets
@@ -111,27 +111,39 @@ enum Export {
     To { traces_url: String, delay: Duration },
 }
 
-fn tracer_provider(service_name: &'static str, export: Export) -> SdkTracerProvider {
-    let resource = Resource::builder().with_service_name(service_name).build();
-    let builder = SdkTracerProvider::builder().with_resource(resource.clone());
-    // BatchConfigBuilder reads OTEL_BSP_* (queue size, batch size, delay) itself.
+impl Export {
+    fn is_on(&self) -> bool {
+        match self {
+            Export::FromEnvironment => otlp_configured(),
+            Export::To { .. } => true,
+        }
+    }
+}
+
+/// The span queue and its exporter task, on the current tokio runtime (the binaries call this
+/// from `#[tokio::main]`), off the request path.
+fn start_exporter(service_name: &'static str, export: Export) -> (Tracer, Telemetry) {
     let (traces_url, config) = match export {
-        Export::FromEnvironment if !otlp_configured() => return builder.build(),
-        Export::FromEnvironment => (None, BatchConfigBuilder::default().build()),
+        Export::FromEnvironment => (None, BatchConfig::from_env()),
         Export::To { traces_url, delay } => (
             Some(traces_url),
-            BatchConfigBuilder::default()
-                .with_scheduled_delay(delay)
-                .build(),
+            BatchConfig {
+                delay,
+                ..BatchConfig::from_env()
+            },
         ),
     };
-    let exporter = otlp_http::OtlpHttpExporter::new(traces_url, &resource);
-    // Spans are queued on the request path and encoded and sent in batches by a task on the
-    // tokio runtime (the binaries call this from `#[tokio::main]`), off the request path.
-    let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
-        .with_batch_config(config)
-        .build();
-    builder.with_span_processor(processor).build()
+    let queue = Arc::new(SpanQueue::new(config));
+    let exporter = otlp_http::OtlpHttpExporter::new(traces_url, service_name);
+    let task = tokio::spawn(batch::export_loop(queue.clone(), exporter));
+    let tracer = Tracer {
+        sampler: span::Sampler::from_env(),
+        queue: queue.clone(),
+    };
+    let telemetry = Telemetry {
+        exporter: Some((queue, task)),
+    };
+    (tracer, telemetry)
 }
 
 /// Installs the global subscriber for `service_name`. `RUST_LOG` filters log lines (default
@@ -151,15 +163,7 @@ pub fn init_exporting_to(
 }
 
 fn install(service_name: &'static str, format: LogFormat, export: Export) -> Telemetry {
-    global::set_text_map_propagator(TraceContextPropagator::new());
-    let exports = match export {
-        Export::FromEnvironment => otlp_configured(),
-        Export::To { .. } => true,
-    };
-    let provider = tracer_provider(service_name, export);
-    let tracer = provider.tracer(service_name);
-    global::set_tracer_provider(provider.clone());
-
+    let exports = export.is_on();
     let log_filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn,h2=warn"));
     // Our spans are at INFO: below that level no log line lists them, or their trace id.
@@ -181,10 +185,7 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
     // sqlx reports each finished statement at DEBUG on target `sqlx::query`; warnings and errors
     // of any target become events of the request's span.
     let trace_layer = exports.then(|| {
-        TraceEvents {
-            tracer: tracer.clone(),
-        }
-        .with_filter(
+        TraceEvents.with_filter(
             Targets::new()
                 .with_default(tracing::Level::WARN)
                 .with_target("sqlx::query", tracing::Level::DEBUG),
@@ -195,13 +196,16 @@ fn install(service_name: &'static str, format: LogFormat, export: Export) -> Tel
         .with(log_layer.with_filter(log_filter))
         .with(trace_layer)
         .try_init();
+    let mut telemetry = Telemetry { exporter: None };
     if installed.is_ok() {
         if exports {
+            let (tracer, started) = start_exporter(service_name, export);
+            telemetry = started;
             let _ = TRACER.set(tracer);
         }
         LOGS_TRACE_IDS.store(exports && logs_spans, Ordering::Relaxed);
     }
-    Telemetry { provider }
+    telemetry
 }
 
 /// Logging only, without spans (tools and tests).
@@ -221,177 +225,12 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// The trace context a request arrived with (`traceparent`), to parent its server span on.
-fn extract_context(headers: &HeaderMap) -> Context {
-    global::get_text_map_propagator(|propagator| propagator.extract(&HeaderExtractor(headers)))
-}
-
-/// The server span of one request (kind server, a child of the caller's `traceparent` when there
-/// is one), while spans are exported. The request is served inside it ([`ServerSpan::run`]).
-pub struct ServerSpan {
-    context: Context,
-}
-
-impl ServerSpan {
-    /// Starts the span named `name` with `attributes`; `None` when spans are not exported.
-    pub fn start(
-        headers: &HeaderMap,
-        name: String,
-        attributes: Vec<KeyValue>,
-    ) -> Option<ServerSpan> {
-        let tracer = TRACER.get()?;
-        let parent = extract_context(headers);
-        let span = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Server)
-            .with_attributes(attributes)
-            .start_with_context(tracer, &parent);
-        Some(ServerSpan {
-            context: parent.with_span(span),
-        })
-    }
-
-    /// Runs `work` with this span as the task's trace context.
-    pub async fn run<F: Future>(&self, work: F) -> F::Output {
-        TRACE.scope(self.context.clone(), work).await
-    }
-
-    /// The trace id, as 32 lower-case hex digits.
-    pub fn trace_id_hex(&self) -> [u8; 32] {
-        let mut hex = [0_u8; 32];
-        write_hex(
-            &mut hex,
-            &self.context.span().span_context().trace_id().to_bytes(),
-        );
-        hex
-    }
-
-    /// Ends the span with the status code of the answer.
-    pub fn end(self, status: u16) {
-        let span = self.context.span();
-        span.set_attribute(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-        span.end();
-    }
-}
-
-/// The client span of one call to another service (kind client, named by its method), a child
-/// of the task's request span, while spans are exported. Its context goes upstream with
-/// [`ClientSpan::inject`]; it ends when dropped, as an error if no answer was recorded.
-pub struct ClientSpan {
-    context: Context,
-    answered: bool,
-}
-
-impl ClientSpan {
-    /// Starts the span; `None` when spans are not exported.
-    pub fn start(method: &Method, attributes: &[(&'static str, &str)]) -> Option<ClientSpan> {
-        let tracer = TRACER.get()?;
-        let parent = TRACE.try_with(Context::clone).unwrap_or_default();
-        let span = tracer
-            .span_builder(method_name(method))
-            .with_kind(SpanKind::Client)
-            .with_attributes(
-                attributes
-                    .iter()
-                    .map(|(key, value)| KeyValue::new(*key, (*value).to_owned())),
-            )
-            .start_with_context(tracer, &parent);
-        Some(ClientSpan {
-            context: parent.with_span(span),
-            answered: false,
-        })
-    }
-
-    /// Writes the span's context into the outgoing headers: `traceparent`, and `tracestate` when
-    /// the trace carries one (W3C Trace Context, as the SDK's propagator writes them).
-    pub fn inject(&self, headers: &mut HeaderMap) {
-        inject(&self.context, headers);
-    }
-
-    /// Records the status code of the answer.
-    pub fn answered(&mut self, status: u16) {
-        self.answered = true;
-        self.context.span().set_attribute(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-    }
-}
-
-impl Drop for ClientSpan {
-    fn drop(&mut self) {
-        let span = self.context.span();
-        if !self.answered {
-            span.set_status(Status::error("no answer"));
-        }
-        span.end();
-    }
-}
-
-/// The standard methods' names without an allocation.
-fn method_name(method: &Method) -> std::borrow::Cow<'static, str> {
-    match *method {
-        Method::GET => "GET".into(),
-        Method::POST => "POST".into(),
-        Method::PUT => "PUT".into(),
-        Method::PATCH => "PATCH".into(),
-        Method::DELETE => "DELETE".into(),
-        Method::HEAD => "HEAD".into(),
-        Method::OPTIONS => "OPTIONS".into(),
-        _ => method.as_str().to_owned().into(),
-    }
-}
-
-fn inject(context: &Context, headers: &mut HeaderMap) {
-    let span_ref = context.span();
-    let span_context = span_ref.span_context();
-    if !span_context.is_valid() {
-        return;
-    }
-    let mut traceparent = [0_u8; 55];
-    traceparent[..3].copy_from_slice(b"00-");
-    write_hex(&mut traceparent[3..35], &span_context.trace_id().to_bytes());
-    traceparent[35] = b'-';
-    write_hex(&mut traceparent[36..52], &span_context.span_id().to_bytes());
-    traceparent[52] = b'-';
-    write_hex(
-        &mut traceparent[53..55],
-        &[span_context.trace_flags().to_u8() & TraceFlags::SAMPLED.to_u8()],
-    );
-    if let Ok(value) = HeaderValue::from_bytes(&traceparent) {
-        headers.insert(&TRACEPARENT, value);
-    }
-    let state = span_context.trace_state();
-    if *state != TraceState::NONE
-        && let Ok(value) = HeaderValue::from_str(&state.header())
-    {
-        headers.insert(&TRACESTATE, value);
-    }
-}
-
-static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
-
-/// Lower-case hex of `bytes` into `out` (twice as long).
-fn write_hex(out: &mut [u8], bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
-    }
-}
-
 /// Turns each finished SQL statement that sqlx reports into a client span under the task's
 /// request span, named by its operation, with `db.system` and the statement summary
 /// (placeholders only: the parameter values are never part of it); and each warning or error
 /// logged while a request is served into an event of its span (an error also marks the span as
 /// failed).
-struct TraceEvents {
-    tracer: SdkTracer,
-}
+struct TraceEvents;
 
 #[derive(Default)]
 struct SqlEvent {
@@ -426,30 +265,30 @@ impl Visit for SqlEvent {
 #[derive(Default)]
 struct SpanEvent {
     message: String,
-    attributes: Vec<KeyValue>,
+    attributes: Vec<(&'static str, Value)>,
 }
 
 impl Visit for SpanEvent {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.attributes
-            .push(KeyValue::new(field.name(), value.to_owned()));
+            .push((field.name(), Value::Text(value.to_owned())));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.attributes.push(KeyValue::new(field.name(), value));
+        self.attributes.push((field.name(), Value::Int(value)));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.attributes
-            .push(KeyValue::new(field.name(), value as i64));
+            .push((field.name(), Value::Int(value as i64)));
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.attributes.push(KeyValue::new(field.name(), value));
+        self.attributes.push((field.name(), Value::Float(value)));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.attributes.push(KeyValue::new(field.name(), value));
+        self.attributes.push((field.name(), Value::Bool(value)));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
@@ -457,61 +296,77 @@ impl Visit for SpanEvent {
         if field.name() == "message" {
             self.message = text;
         } else {
-            self.attributes.push(KeyValue::new(field.name(), text));
+            self.attributes.push((field.name(), Value::Text(text)));
         }
     }
 }
 
+/// The span name and `db.operation` of a statement, without an allocation for the usual ones.
+fn sql_operation(summary: &str) -> (Cow<'static, str>, Value) {
+    let first = summary.split_whitespace().next().unwrap_or("SQL");
+    for (operation, name) in [
+        ("SELECT", "SELECT postgresql"),
+        ("INSERT", "INSERT postgresql"),
+        ("UPDATE", "UPDATE postgresql"),
+        ("DELETE", "DELETE postgresql"),
+        ("WITH", "WITH postgresql"),
+    ] {
+        if first.eq_ignore_ascii_case(operation) {
+            return (Cow::Borrowed(name), Value::Static(operation));
+        }
+    }
+    let operation = first.to_ascii_uppercase();
+    (
+        Cow::Owned(format!("{operation} postgresql")),
+        Value::Text(operation),
+    )
+}
+
 impl TraceEvents {
-    fn sql_span(&self, event: &Event<'_>) {
+    fn sql_span(event: &Event<'_>) {
         let mut sql = SqlEvent::default();
         event.record(&mut sql);
-        let Some(summary) = sql.summary else { return };
-        let operation = summary
-            .split_whitespace()
-            .next()
-            .unwrap_or("SQL")
-            .to_ascii_uppercase();
+        let Some(mut summary) = sql.summary else {
+            return;
+        };
+        let (name, operation) = sql_operation(&summary);
+        // sqlx marks a shortened summary with " …".
+        summary.truncate(summary.trim_end_matches(" …").len());
         let end = SystemTime::now();
         let start = end - Duration::from_secs_f64(sql.elapsed_secs.unwrap_or_default().max(0.0));
-        let parent = TRACE.try_with(Context::clone).unwrap_or_default();
-        let mut span = self
-            .tracer
-            .span_builder(format!("{operation} postgresql"))
-            .with_kind(SpanKind::Client)
-            .with_start_time(start)
-            .with_attributes([
-                KeyValue::new("db.system", "postgresql"),
-                KeyValue::new("db.operation", operation),
-                KeyValue::new(
-                    "db.query.summary",
-                    summary.trim_end_matches(" …").to_owned(),
-                ),
-                KeyValue::new(
-                    "db.rows_returned",
-                    sql.rows_returned.unwrap_or_default() as i64,
-                ),
-            ])
-            .start_with_context(&self.tracer, &parent);
-        span.end_with_timestamp(end);
+        let attributes = [
+            ("db.system", Value::Static("postgresql")),
+            ("db.operation", operation),
+            ("db.query.summary", Value::Text(summary)),
+            (
+                "db.rows_returned",
+                Value::Int(sql.rows_returned.unwrap_or_default() as i64),
+            ),
+        ];
+        if let Some(mut span) = span::child_span(Kind::Client, name, attributes.into()) {
+            span.start = span::nanos(start);
+            span.end = span::nanos(end);
+            span.finish();
+        }
     }
 
     fn span_event(event: &Event<'_>) {
         let metadata = event.metadata();
-        let _ = TRACE.try_with(|context| {
+        span::with_request_span(|span| {
             let mut fields = SpanEvent::default();
             event.record(&mut fields);
             fields
                 .attributes
-                .push(KeyValue::new("level", metadata.level().as_str()));
+                .push(("level", Value::Static(metadata.level().as_str())));
             fields
                 .attributes
-                .push(KeyValue::new("target", metadata.target()));
-            let span = context.span();
-            if *metadata.level() == tracing::Level::ERROR {
-                span.set_status(Status::error(""));
-            }
-            span.add_event(fields.message, fields.attributes);
+                .push(("target", Value::Static(metadata.target())));
+            let event = span::Event {
+                time: now_nanos(),
+                name: fields.message,
+                attributes: fields.attributes,
+            };
+            span.add_event(event, *metadata.level() == tracing::Level::ERROR);
         });
     }
 }
@@ -522,7 +377,7 @@ where
 {
     fn on_event(&self, event: &Event<'_>, _ctx: LayerContext<'_, S>) {
         if event.metadata().target() == "sqlx::query" {
-            self.sql_span(event);
+            Self::sql_span(event);
         } else if *event.metadata().level() <= tracing::Level::WARN {
             Self::span_event(event);
         }
@@ -550,4 +405,64 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received; draining in-flight requests");
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::span::tests_support::record;
+    use super::*;
+
+    #[tokio::test]
+    async fn warnings_and_errors_inside_a_request_become_events_of_its_span() {
+        let subscriber = tracing_subscriber::registry()
+            .with(TraceEvents.with_filter(Targets::new().with_default(tracing::Level::WARN)));
+        let _guard = tracing::subscriber::set_default(subscriber);
+        tracing::warn!("outside any request: no span to add it to");
+        let request = ServerSpan::of_record(record());
+        let ((), request) = request
+            .run(async {
+                tracing::info!("info lines are not events");
+                tracing::warn!(attempt = 2_u64, upstream = "lingo-1", "upstream slow");
+                tracing::error!(ok = false, ratio = 0.5, "it broke");
+            })
+            .await;
+        let span = request.expect("the span comes back").record().clone();
+        let names: Vec<&str> = span.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["upstream slow", "it broke"]);
+        assert_eq!(
+            span.events[0].attributes,
+            [
+                ("attempt", Value::Int(2)),
+                ("upstream", Value::Text("lingo-1".to_owned())),
+                ("level", Value::Static("WARN")),
+                ("target", Value::Static(module_path!())),
+            ]
+        );
+        assert_eq!(
+            span.events[1].attributes[..2],
+            [("ok", Value::Bool(false)), ("ratio", Value::Float(0.5)),]
+        );
+        assert_eq!(
+            span.error.as_deref(),
+            Some(""),
+            "an error marks the span failed"
+        );
+    }
+
+    #[test]
+    fn sql_spans_are_named_by_their_operation() {
+        assert_eq!(
+            sql_operation("select * from t where id = $1"),
+            (Cow::Borrowed("SELECT postgresql"), Value::Static("SELECT"))
+        );
+        assert_eq!(
+            sql_operation("CALL refresh()"),
+            (
+                Cow::Owned("CALL postgresql".to_owned()),
+                Value::Text("CALL".to_owned())
+            )
+        );
+    }
 }

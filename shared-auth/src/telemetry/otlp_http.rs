@@ -1,5 +1,5 @@
-//! The OTLP/HTTP span exporter (protobuf over `POST .../v1/traces`) behind the SDK's batch span
-//! processor: the body of a batch is encoded in one pass ([`super::otlp_proto`]) and sent with the
+//! The OTLP/HTTP span exporter (protobuf over `POST .../v1/traces`) that the batch task
+//! ([`super::batch`]) sends each batch with: the body of a batch is encoded in one pass ([`super::otlp_proto`]) and sent with the
 //! workspace's reqwest (rustls on aws-lc-rs, http/outbound.rs), so an `https://` collector
 //! endpoint works and is verified against the platform's trust store (an internal CA installed in
 //! the image or mounted over /etc/ssl/certs) as well as the bundled webpki roots.
@@ -11,12 +11,10 @@
 
 use std::time::Duration;
 
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::otlp_proto::{EncodedResource, encode_request};
+use super::span::SpanRecord;
 
 /// OTLP's default export timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,13 +30,11 @@ pub struct OtlpHttpExporter {
 }
 
 impl OtlpHttpExporter {
-    /// An exporter to `traces_url`, or to the URL the environment names.
-    pub fn new(traces_url: Option<String>, resource: &Resource) -> Self {
-        let timeout = env_millis("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
-            .or_else(|| env_millis("OTEL_EXPORTER_OTLP_TIMEOUT"))
-            .unwrap_or(EXPORT_TIMEOUT);
+    /// An exporter of `service_name`'s spans to `traces_url`, or to the URL the environment
+    /// names.
+    pub fn new(traces_url: Option<String>, service_name: &'static str) -> Self {
         let client = crate::http::outbound::client_builder()
-            .timeout(timeout)
+            .timeout(export_timeout())
             .build()
             .unwrap_or_default();
         let mut headers = HeaderMap::new();
@@ -59,16 +55,13 @@ impl OtlpHttpExporter {
             client,
             url: traces_url.unwrap_or_else(traces_url_from_env),
             headers,
-            resource: EncodedResource::new(resource),
+            resource: EncodedResource::new(service_name, resource_attributes_from_env()),
         }
     }
-}
 
-impl SpanExporter for OtlpHttpExporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = encode_request(&self.resource, &batch);
-        drop(batch);
-        let failed = |error: String| OTelSdkError::InternalFailure(error);
+    /// Sends one batch; the error says why it was not accepted.
+    pub async fn export(&self, batch: &[SpanRecord]) -> Result<(), String> {
+        let body = encode_request(&self.resource, batch);
         let response = self
             .client
             .post(&self.url)
@@ -76,23 +69,35 @@ impl SpanExporter for OtlpHttpExporter {
             .body(body)
             .send()
             .await
-            .map_err(|error| failed(format!("exporting spans to {}: {error}", self.url)))?;
+            .map_err(|error| format!("exporting spans to {}: {error}", self.url))?;
         let status = response.status();
         // Read to the end, so the connection is reused for the next batch.
         let _ = response.bytes().await;
         if status.is_success() {
             Ok(())
         } else {
-            Err(failed(format!(
-                "the collector at {} answered {status}",
-                self.url
-            )))
+            Err(format!("the collector at {} answered {status}", self.url))
         }
     }
+}
 
-    fn set_resource(&mut self, resource: &Resource) {
-        self.resource = EncodedResource::new(resource);
-    }
+/// `OTEL_RESOURCE_ATTRIBUTES`: `key=value,...` (trimmed), as the SDK's environment detector
+/// reads it. Our `service.name` wins over one given there.
+fn resource_attributes_from_env() -> Vec<(String, String)> {
+    let text = env("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    text.split_terminator(',')
+        .filter_map(|member| {
+            let (key, value) = member.split_once('=')?;
+            Some((key.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// How long one export may take: `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT`, else 10 s.
+pub fn export_timeout() -> Duration {
+    env_millis("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+        .or_else(|| env_millis("OTEL_EXPORTER_OTLP_TIMEOUT"))
+        .unwrap_or(EXPORT_TIMEOUT)
 }
 
 fn env(name: &str) -> Option<String> {

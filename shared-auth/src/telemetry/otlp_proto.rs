@@ -1,169 +1,129 @@
 //! The OTLP protobuf body of one batch of spans (`ExportTraceServiceRequest`), written straight
-//! from the SDK's `SpanData` in one pass. opentelemetry-otlp first converts every span into
-//! generated message structs (a `String` per attribute key and value) and prost then walks them
-//! computing each nested message's length again at every level: that cost ~28,000 instructions per
-//! span, more than the gateway spends on the request itself. Here each span is written once into
-//! a scratch buffer and copied behind its length; the resource is encoded once, when it is set.
+//! from our span records ([`super::span::SpanRecord`]) in one pass. opentelemetry-otlp first
+//! converts every span into generated message structs (a `String` per attribute key and value)
+//! and prost then walks them computing each nested message's length again at every level: that
+//! cost ~28,000 instructions per span, more than the gateway spends on the request itself. Here
+//! each span is written once into a scratch buffer and copied behind its length; the resource and
+//! the instrumentation scope are encoded once, at start-up.
 //!
 //! Field numbers are those of opentelemetry-proto's `trace.proto`, `common.proto` and
 //! `resource.proto` (v1); the tests decode the bytes with the generated prost types and compare
-//! them with opentelemetry-proto's own conversion of the same spans.
+//! them with opentelemetry-proto's own conversion of the same spans (as the SDK's `SpanData`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use opentelemetry::trace::{SpanId, SpanKind, Status, TraceState};
-use opentelemetry::{Array, InstrumentationScope, KeyValue, Value};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SpanData;
+use super::span::{Kind, SpanRecord, Value};
 
 const LEN: u8 = 2;
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
 const FIXED32: u8 = 5;
 
-/// The encoded `Resource` message of a process and its schema URL, made once.
+/// The encoded `Resource` message of a process and its `InstrumentationScope` (named after the
+/// service, as the SDK's tracer was), made once.
 #[derive(Debug, Clone, Default)]
 pub struct EncodedResource {
     message: Vec<u8>,
-    schema_url: String,
+    /// `ScopeSpans.scope` (field 1), tag and length included.
+    scope: Vec<u8>,
 }
 
 impl EncodedResource {
-    pub fn new(resource: &Resource) -> Self {
+    /// `service.name`, the `telemetry.sdk.*` attributes and `extra` (from
+    /// `OTEL_RESOURCE_ATTRIBUTES`; a later key replaces an earlier one, `service.name` is ours).
+    pub fn new(service_name: &'static str, extra: Vec<(String, String)>) -> Self {
+        let mut attributes: Vec<(String, String)> = Vec::new();
+        let ours = [
+            ("telemetry.sdk.language", "rust"),
+            ("telemetry.sdk.name", "shared-auth"),
+            ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+        ];
+        let ours = ours
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value.to_owned()));
+        for (key, value) in ours.chain(extra) {
+            match attributes.iter_mut().find(|(known, _)| *known == key) {
+                Some(known) => known.1 = value,
+                None => attributes.push((key, value)),
+            }
+        }
+        attributes.retain(|(key, _)| key != "service.name");
         let mut message = Vec::new();
-        for (key, value) in resource.iter() {
-            write_key_value(&mut message, 1, key.as_str(), value);
+        write_key_value(
+            &mut message,
+            1,
+            "service.name",
+            &Value::Static(service_name),
+        );
+        for (key, value) in attributes {
+            write_key_value(&mut message, 1, &key, &Value::Text(value));
         }
-        Self {
-            message,
-            schema_url: resource.schema_url().unwrap_or_default().to_owned(),
-        }
+        let mut scope = Vec::new();
+        write_bytes(&mut scope, 1, &string_field(1, service_name));
+        Self { message, scope }
     }
 }
 
-/// The `ExportTraceServiceRequest` carrying `spans`: one `ResourceSpans`, one `ScopeSpans` per
-/// instrumentation scope (in order of first appearance).
-pub fn encode_request(resource: &EncodedResource, spans: &[SpanData]) -> Vec<u8> {
-    let mut scopes: Vec<(&InstrumentationScope, Vec<u8>)> = Vec::new();
-    let mut scratch = Vec::with_capacity(1024);
+fn string_field(field: u32, text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_str(&mut out, field, text);
+    out
+}
+
+/// The `ExportTraceServiceRequest` carrying `spans`: one `ResourceSpans` with one `ScopeSpans`.
+pub fn encode_request(resource: &EncodedResource, spans: &[SpanRecord]) -> Vec<u8> {
+    let mut scope_spans = Vec::with_capacity(resource.scope.len() + spans.len() * 320);
+    scope_spans.extend_from_slice(&resource.scope);
+    let mut scratch = Vec::with_capacity(512);
     for span in spans {
-        let index = match scopes
-            .iter()
-            .position(|(scope, _)| *scope == &span.instrumentation_scope)
-        {
-            Some(index) => index,
-            None => {
-                let mut body = Vec::with_capacity(spans.len() * 512);
-                write_scope(&mut body, &span.instrumentation_scope);
-                scopes.push((&span.instrumentation_scope, body));
-                scopes.len() - 1
-            }
-        };
         scratch.clear();
         write_span(&mut scratch, span);
-        write_bytes(&mut scopes[index].1, 2, &scratch);
+        write_bytes(&mut scope_spans, 2, &scratch);
     }
-    for (scope, body) in &mut scopes {
-        write_str(body, 3, scope.schema_url().unwrap_or_default());
-    }
-
-    let resource_field = field_len(resource.message.len());
-    let scopes_len: usize = scopes.iter().map(|(_, body)| field_len(body.len())).sum();
-    let schema_len = str_field_len(&resource.schema_url);
-    let resource_spans_len = resource_field + scopes_len + schema_len;
+    let resource_spans_len = field_len(resource.message.len()) + field_len(scope_spans.len());
     let mut out = Vec::with_capacity(field_len(resource_spans_len));
     write_tag(&mut out, 1, LEN);
     write_varint(&mut out, resource_spans_len as u64);
     write_bytes(&mut out, 1, &resource.message);
-    for (_, body) in &scopes {
-        write_bytes(&mut out, 2, body);
-    }
-    write_str(&mut out, 3, &resource.schema_url);
+    write_bytes(&mut out, 2, &scope_spans);
     out
 }
 
-/// `ScopeSpans.scope` (field 1): an `InstrumentationScope`.
-fn write_scope(out: &mut Vec<u8>, scope: &InstrumentationScope) {
-    let name = scope.name();
-    let version = scope.version().unwrap_or_default();
-    let attributes: usize = scope.attributes().map(key_value_field_len).sum();
-    let len = str_field_len(name) + str_field_len(version) + attributes;
-    write_tag(out, 1, LEN);
-    write_varint(out, len as u64);
-    write_str(out, 1, name);
-    write_str(out, 2, version);
-    for attribute in scope.attributes() {
-        write_key_value(out, 3, attribute.key.as_str(), &attribute.value);
-    }
-}
-
 /// The fields of one `Span` message.
-fn write_span(out: &mut Vec<u8>, span: &SpanData) {
-    let context = &span.span_context;
-    write_bytes(out, 1, &context.trace_id().to_bytes());
-    write_bytes(out, 2, &context.span_id().to_bytes());
-    write_trace_state(out, 3, context.trace_state());
-    if span.parent_span_id != SpanId::INVALID {
-        write_bytes(out, 4, &span.parent_span_id.to_bytes());
+fn write_span(out: &mut Vec<u8>, span: &SpanRecord) {
+    let context = &span.context;
+    write_id(out, 1, &context.trace_id);
+    write_id(out, 2, &context.span_id);
+    write_str(out, 3, context.trace_state.as_deref().unwrap_or_default());
+    if let Some(parent) = &span.parent_span_id {
+        write_id(out, 4, parent);
     }
     write_tag(out, 16, FIXED32);
-    out.extend_from_slice(
-        &span_flags(span.parent_span_is_remote, context.trace_flags().to_u8()).to_le_bytes(),
-    );
+    out.extend_from_slice(&span_flags(span.parent_is_remote, context.sampled).to_le_bytes());
     write_str(out, 5, &span.name);
-    write_uint(out, 6, kind_number(&span.span_kind));
-    write_fixed64(out, 7, nanos(span.start_time));
-    write_fixed64(out, 8, nanos(span.end_time));
-    for attribute in &span.attributes {
-        write_key_value(out, 9, attribute.key.as_str(), &attribute.value);
+    write_uint(out, 6, kind_number(span.kind));
+    write_fixed64(out, 7, span.start);
+    write_fixed64(out, 8, span.end);
+    for (key, value) in &span.attributes {
+        write_key_value(out, 9, key, value);
     }
-    write_uint(out, 10, span.dropped_attributes_count.into());
-    for event in span.events.iter() {
-        let attributes: usize = event.attributes.iter().map(key_value_field_len).sum();
-        let len = 9
-            + str_field_len(&event.name)
-            + attributes
-            + uint_field_len(event.dropped_attributes_count.into());
+    for event in &span.events {
+        let attributes: usize = event
+            .attributes
+            .iter()
+            .map(|(key, value)| field_len(key_value_len(key, value)))
+            .sum();
         write_tag(out, 11, LEN);
-        write_varint(out, len as u64);
-        write_fixed64(out, 1, nanos(event.timestamp));
+        write_varint(out, (9 + str_field_len(&event.name) + attributes) as u64);
+        write_fixed64(out, 1, event.time);
         write_str(out, 2, &event.name);
-        for attribute in &event.attributes {
-            write_key_value(out, 3, attribute.key.as_str(), &attribute.value);
+        for (key, value) in &event.attributes {
+            write_key_value(out, 3, key, value);
         }
-        write_uint(out, 4, event.dropped_attributes_count.into());
     }
-    write_uint(out, 12, span.events.dropped_count.into());
-    for link in span.links.iter() {
-        let linked = &link.span_context;
-        let state = linked.trace_state().header();
-        let attributes: usize = link.attributes.iter().map(key_value_field_len).sum();
-        let len = 18
-            + 10
-            + str_field_len(&state)
-            + attributes
-            + uint_field_len(link.dropped_attributes_count.into())
-            + 5;
-        write_tag(out, 13, LEN);
-        write_varint(out, len as u64);
-        write_bytes(out, 1, &linked.trace_id().to_bytes());
-        write_bytes(out, 2, &linked.span_id().to_bytes());
-        write_str(out, 3, &state);
-        for attribute in &link.attributes {
-            write_key_value(out, 4, attribute.key.as_str(), &attribute.value);
-        }
-        write_uint(out, 5, link.dropped_attributes_count.into());
-        write_tag(out, 6, FIXED32);
-        out.extend_from_slice(
-            &span_flags(linked.is_remote(), linked.trace_flags().to_u8()).to_le_bytes(),
-        );
-    }
-    write_uint(out, 14, span.links.dropped_count.into());
+    write_uint(out, 12, span.dropped_events.into());
     // Status (field 15) is always present, as opentelemetry-proto sends it.
-    let (code, message) = match &span.status {
-        Status::Unset => (0, ""),
-        Status::Ok => (1, ""),
-        Status::Error { description } => (2, description.as_ref()),
+    let (code, message) = match &span.error {
+        None => (0, ""),
+        Some(description) => (2, description.as_ref()),
     };
     write_tag(out, 15, LEN);
     write_varint(out, (str_field_len(message) + uint_field_len(code)) as u64);
@@ -172,30 +132,16 @@ fn write_span(out: &mut Vec<u8>, span: &SpanData) {
 }
 
 /// OTLP's span flags: the W3C trace flags, and whether the parent is known to be remote.
-fn span_flags(parent_is_remote: bool, trace_flags: u8) -> u32 {
+fn span_flags(parent_is_remote: bool, sampled: bool) -> u32 {
     const HAS_IS_REMOTE: u32 = 0x100;
     const IS_REMOTE: u32 = 0x200;
-    u32::from(trace_flags) | HAS_IS_REMOTE | if parent_is_remote { IS_REMOTE } else { 0 }
+    u32::from(sampled) | HAS_IS_REMOTE | if parent_is_remote { IS_REMOTE } else { 0 }
 }
 
-fn kind_number(kind: &SpanKind) -> u64 {
+fn kind_number(kind: Kind) -> u64 {
     match kind {
-        SpanKind::Internal => 1,
-        SpanKind::Server => 2,
-        SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
-    }
-}
-
-fn nanos(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
-}
-
-fn write_trace_state(out: &mut Vec<u8>, field: u32, state: &TraceState) {
-    if *state != TraceState::NONE {
-        write_str(out, field, &state.header());
+        Kind::Server => 2,
+        Kind::Client => 3,
     }
 }
 
@@ -207,10 +153,6 @@ fn write_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &Value) {
     write_tag(out, 2, LEN);
     write_varint(out, any_value_len(value) as u64);
     write_any_value(out, value);
-}
-
-fn key_value_field_len(attribute: &KeyValue) -> usize {
-    field_len(key_value_len(attribute.key.as_str(), &attribute.value))
 }
 
 fn key_value_len(key: &str, value: &Value) -> usize {
@@ -225,31 +167,16 @@ fn write_any_value(out: &mut Vec<u8>, value: &Value) {
             write_tag(out, 2, VARINT);
             out.push(u8::from(*flag));
         }
-        Value::I64(number) => {
+        Value::Int(number) => {
             write_tag(out, 3, VARINT);
             write_varint(out, *number as u64);
         }
-        Value::F64(number) => {
+        Value::Float(number) => {
             write_tag(out, 4, FIXED64);
             out.extend_from_slice(&number.to_le_bytes());
         }
-        Value::String(text) => {
-            write_tag(out, 1, LEN);
-            write_varint(out, text.as_str().len() as u64);
-            out.extend_from_slice(text.as_str().as_bytes());
-        }
-        Value::Array(array) => {
-            write_tag(out, 5, LEN);
-            write_varint(out, array_len(array) as u64);
-            for_each_in_array(array, |item| {
-                write_tag(out, 1, LEN);
-                write_varint(out, any_value_len(&item) as u64);
-                write_any_value(out, &item);
-            });
-        }
-        // A value type added to the API after this was written: sent as its text.
-        other => {
-            let text = other.as_str();
+        Value::Static(_) | Value::Text(_) => {
+            let text = value.as_str().unwrap_or_default();
             write_tag(out, 1, LEN);
             write_varint(out, text.len() as u64);
             out.extend_from_slice(text.as_bytes());
@@ -260,30 +187,9 @@ fn write_any_value(out: &mut Vec<u8>, value: &Value) {
 fn any_value_len(value: &Value) -> usize {
     match value {
         Value::Bool(_) => 2,
-        Value::I64(number) => 1 + varint_len(*number as u64),
-        Value::F64(_) => 9,
-        Value::String(text) => field_len(text.as_str().len()),
-        Value::Array(array) => field_len(array_len(array)),
-        other => field_len(other.as_str().len()),
-    }
-}
-
-/// The length of an `ArrayValue` message: one `AnyValue` field per item.
-fn array_len(array: &Array) -> usize {
-    let mut len = 0;
-    for_each_in_array(array, |item| len += field_len(any_value_len(&item)));
-    len
-}
-
-fn for_each_in_array(array: &Array, mut each: impl FnMut(Value)) {
-    match array {
-        Array::Bool(items) => items.iter().for_each(|item| each(Value::Bool(*item))),
-        Array::I64(items) => items.iter().for_each(|item| each(Value::I64(*item))),
-        Array::F64(items) => items.iter().for_each(|item| each(Value::F64(*item))),
-        Array::String(items) => items
-            .iter()
-            .for_each(|item| each(Value::String(item.clone()))),
-        _ => {}
+        Value::Int(number) => 1 + varint_len(*number as u64),
+        Value::Float(_) => 9,
+        Value::Static(_) | Value::Text(_) => field_len(value.as_str().unwrap_or_default().len()),
     }
 }
 
@@ -330,6 +236,13 @@ fn write_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// An id field: a known length, so the copy is a few moves rather than a `memcpy` call.
+fn write_id<const N: usize>(out: &mut Vec<u8>, field: u32, id: &[u8; N]) {
+    write_tag(out, field, LEN);
+    out.push(N as u8);
+    out.extend_from_slice(id);
+}
+
 /// A varint field, left out when zero (proto3's default).
 fn write_uint(out: &mut Vec<u8>, field: u32, value: u64) {
     if value != 0 {
@@ -350,161 +263,219 @@ fn write_fixed64(out: &mut Vec<u8>, field: u32, value: u64) {
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
-    use std::time::Duration;
+    use std::sync::Arc;
+    use std::time::{Duration, UNIX_EPOCH};
 
-    use opentelemetry::trace::{SpanContext, TraceFlags, TraceId};
-    use opentelemetry::{Key, StringValue};
+    use opentelemetry::trace::{
+        SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+    };
+    use opentelemetry::{InstrumentationScope, KeyValue};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
     use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
-    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+    use opentelemetry_sdk::Resource;
+    use opentelemetry_sdk::trace::SpanData;
     use prost::Message;
 
     use super::*;
+    use crate::telemetry::span::tests_support::record;
+    use crate::telemetry::span::{Event, Kind};
 
-    fn context(trace: u128, span: u64, remote: bool, state: &str) -> SpanContext {
-        SpanContext::new(
-            TraceId::from(trace),
-            SpanId::from(span),
-            TraceFlags::SAMPLED,
-            remote,
-            state.parse().unwrap(),
-        )
+    const SERVICE: &str = "gateway";
+
+    fn time(nanos: u64) -> std::time::SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(nanos)
     }
 
-    fn span(name: &'static str, scope: &InstrumentationScope) -> SpanData {
-        let start = UNIX_EPOCH + Duration::from_nanos(1_764_000_000_123_456_789);
-        SpanData {
-            span_context: context(
-                0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
-                0x00f0_67aa_0ba9_02b7,
-                false,
-                "",
-            ),
-            parent_span_id: SpanId::INVALID,
-            parent_span_is_remote: false,
-            span_kind: SpanKind::Server,
-            name: Cow::Borrowed(name),
-            start_time: start,
-            end_time: start + Duration::from_micros(1234),
-            attributes: vec![KeyValue::new("http.request.method", "GET")],
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
-            status: Status::Unset,
-            instrumentation_scope: scope.clone(),
+    fn otel_value(value: &Value) -> opentelemetry::Value {
+        match value {
+            Value::Static(text) => (*text).into(),
+            Value::Text(text) => text.clone().into(),
+            Value::Int(number) => (*number).into(),
+            Value::Float(number) => (*number).into(),
+            Value::Bool(flag) => (*flag).into(),
         }
     }
 
-    /// What opentelemetry-otlp would have sent for the same spans, decoded.
-    fn reference(resource: &Resource, spans: Vec<SpanData>) -> ExportTraceServiceRequest {
+    fn key_values(attributes: &[(&'static str, Value)]) -> Vec<KeyValue> {
+        attributes
+            .iter()
+            .map(|(key, value)| KeyValue::new(*key, otel_value(value)))
+            .collect()
+    }
+
+    /// The same span as the OpenTelemetry SDK's `SpanData`.
+    fn span_data(span: &SpanRecord) -> SpanData {
+        let context = &span.context;
+        let state = context
+            .trace_state
+            .as_deref()
+            .map_or(TraceState::NONE, |state| {
+                state.parse().expect("a valid tracestate")
+            });
+        let mut data = SpanData {
+            span_context: SpanContext::new(
+                TraceId::from_bytes(context.trace_id),
+                SpanId::from_bytes(context.span_id),
+                TraceFlags::SAMPLED,
+                false,
+                state,
+            ),
+            parent_span_id: span
+                .parent_span_id
+                .map_or(SpanId::INVALID, SpanId::from_bytes),
+            parent_span_is_remote: span.parent_is_remote,
+            span_kind: match span.kind {
+                Kind::Server => SpanKind::Server,
+                Kind::Client => SpanKind::Client,
+            },
+            name: span.name.clone(),
+            start_time: time(span.start),
+            end_time: time(span.end),
+            attributes: key_values(&span.attributes),
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: span.error.as_ref().map_or(Status::Unset, |description| {
+                Status::error(description.clone())
+            }),
+            instrumentation_scope: InstrumentationScope::builder(SERVICE).build(),
+        };
+        for event in &span.events {
+            data.events.events.push(opentelemetry::trace::Event::new(
+                event.name.clone(),
+                time(event.time),
+                key_values(&event.attributes),
+                0,
+            ));
+        }
+        data.events.dropped_count = span.dropped_events;
+        data
+    }
+
+    /// Our resource attributes besides `service.name`, with `extra` keys in their place.
+    fn resource_attributes(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut attributes = vec![
+            ("telemetry.sdk.language", "rust"),
+            ("telemetry.sdk.name", "shared-auth"),
+            ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
+        ];
+        for (key, value) in extra {
+            attributes.retain(|(known, _)| known != key);
+            attributes.push((key, value));
+        }
+        attributes
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect()
+    }
+
+    /// What opentelemetry-otlp would have sent for the same spans with a resource of
+    /// `service.name` and `attributes`, decoded.
+    fn reference(
+        attributes: &[(String, String)],
+        spans: &[SpanRecord],
+    ) -> ExportTraceServiceRequest {
+        let resource = Resource::builder_empty()
+            .with_attributes(
+                attributes
+                    .iter()
+                    .map(|(key, value)| KeyValue::new(key.clone(), value.clone())),
+            )
+            .with_service_name(SERVICE)
+            .build();
         ExportTraceServiceRequest {
             resource_spans: group_spans_by_resource_and_scope(
-                spans,
-                &ResourceAttributesWithSchema::from(resource),
+                spans.iter().map(span_data).collect(),
+                &ResourceAttributesWithSchema::from(&resource),
             ),
         }
     }
 
-    fn assert_same(resource: &Resource, spans: Vec<SpanData>) {
-        let bytes = encode_request(&EncodedResource::new(resource), &spans);
-        let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).expect("valid protobuf");
-        assert_eq!(decoded, reference(resource, spans));
+    /// The resource's attributes in key order (the SDK keeps them in a hash map).
+    fn sorted(mut request: ExportTraceServiceRequest) -> ExportTraceServiceRequest {
+        for resource_spans in &mut request.resource_spans {
+            if let Some(resource) = &mut resource_spans.resource {
+                resource.attributes.sort_by(|a, b| a.key.cmp(&b.key));
+            }
+        }
+        request
     }
 
-    fn resource() -> Resource {
-        Resource::builder_empty()
-            .with_service_name("gateway")
-            .with_attribute(KeyValue::new("deployment.environment", "test"))
-            .build()
+    fn assert_same(extra: &[(&str, &str)], expected: &[(&str, &str)], spans: &[SpanRecord]) {
+        let extra = extra
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        let bytes = encode_request(&EncodedResource::new(SERVICE, extra), spans);
+        let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).expect("valid protobuf");
+        let expected = reference(&resource_attributes(expected), spans);
+        assert_eq!(sorted(decoded), sorted(expected));
     }
 
     #[test]
     fn a_plain_server_span_is_what_opentelemetry_proto_sends() {
-        let scope = InstrumentationScope::builder("gateway").build();
-        assert_same(&resource(), vec![span("GET /v1/lingo/languages", &scope)]);
+        assert_same(&[], &[], &[record()]);
     }
 
     #[test]
     fn every_field_and_value_type_is_what_opentelemetry_proto_sends() {
-        let scope = InstrumentationScope::builder("lingo-service")
-            .with_version("1.2.3")
-            .with_schema_url("https://opentelemetry.io/schemas/1.30.0")
-            .with_attributes([KeyValue::new("scope.flag", true)])
-            .build();
-        let mut full = span("SELECT postgresql", &scope);
-        full.span_context = context(u128::MAX - 7, 0x1234, false, "vendor=abc,other=x");
-        full.parent_span_id = SpanId::from(0xdead_beef_u64);
-        full.parent_span_is_remote = true;
-        full.span_kind = SpanKind::Client;
+        let mut full = record();
+        full.context.trace_id = (u128::MAX - 7).to_be_bytes();
+        full.context.span_id = 0x1234_u64.to_be_bytes();
+        full.context.trace_state = Some(Arc::from("vendor=abc,other=x"));
+        full.parent_span_id = Some(0xdead_beef_u64.to_be_bytes());
+        full.parent_is_remote = true;
+        full.kind = Kind::Client;
         full.name = Cow::Owned("a name with ünïcode ✓".to_owned());
-        full.attributes = vec![
-            KeyValue::new("empty", ""),
-            KeyValue::new("bool", false),
-            KeyValue::new("negative", -42_i64),
-            KeyValue::new("big", i64::MAX),
-            KeyValue::new("float", 1.5_f64),
-            KeyValue::new(Key::from("long"), "x".repeat(300)),
-            KeyValue::new(
-                "strings",
-                Value::Array(Array::String(vec![
-                    StringValue::from("a"),
-                    StringValue::from(""),
-                ])),
-            ),
-            KeyValue::new("ints", Value::Array(Array::I64(vec![0, -1, 300]))),
-            KeyValue::new("floats", Value::Array(Array::F64(vec![0.0, -2.25]))),
-            KeyValue::new("bools", Value::Array(Array::Bool(vec![true, false]))),
+        full.attributes = [
+            ("empty", Value::Static("")),
+            ("bool", Value::Bool(false)),
+            ("negative", Value::Int(-42)),
+            ("big", Value::Int(i64::MAX)),
+            ("float", Value::Float(1.5)),
+            ("long", Value::Text("x".repeat(300))),
+        ]
+        .into_iter()
+        .collect();
+        full.events = vec![
+            Event {
+                time: full.start + 10_000,
+                name: "upstream timed out".to_owned(),
+                attributes: vec![("level", Value::Static("WARN")), ("attempt", Value::Int(2))],
+            },
+            Event {
+                time: full.start,
+                name: String::new(),
+                attributes: Vec::new(),
+            },
         ];
-        full.dropped_attributes_count = 3;
-        full.events.events.push(opentelemetry::trace::Event::new(
-            "upstream timed out",
-            full.start_time + Duration::from_micros(10),
-            vec![
-                KeyValue::new("level", "WARN"),
-                KeyValue::new("attempt", 2_i64),
-            ],
-            1,
-        ));
-        full.events.events.push(opentelemetry::trace::Event::new(
-            "",
-            full.start_time,
-            vec![],
-            0,
-        ));
-        full.events.dropped_count = 5;
-        full.links.links.push(opentelemetry::trace::Link::new(
-            context(7, 8, true, "k=v"),
-            vec![KeyValue::new("link.kind", "follows")],
-            2,
-        ));
-        full.links.dropped_count = 1;
-        full.status = Status::error("upstream closed the connection");
+        full.dropped_events = 5;
+        full.error = Some(Cow::Borrowed("upstream closed the connection"));
 
-        let mut ok = span("ok", &scope);
-        ok.status = Status::Ok;
-        ok.span_context = SpanContext::new(
-            TraceId::from(1_u128),
-            SpanId::from(2_u64),
-            TraceFlags::NOT_SAMPLED,
-            false,
-            TraceState::NONE,
+        let mut failed_without_description = record();
+        failed_without_description.error = Some(Cow::Borrowed(""));
+        failed_without_description.parent_span_id = Some([7; 8]);
+        let spans = [full, record(), failed_without_description];
+        // OTEL_RESOURCE_ATTRIBUTES may replace our telemetry.sdk.* but not service.name.
+        assert_same(
+            &[
+                ("deployment.environment", "test"),
+                ("telemetry.sdk.name", "overridden"),
+                ("service.name", "not ours"),
+            ],
+            &[
+                ("deployment.environment", "test"),
+                ("telemetry.sdk.name", "overridden"),
+            ],
+            &spans,
         );
-        let other_scope = InstrumentationScope::builder("tracing-opentelemetry").build();
-        let spans = vec![
-            full,
-            span("second", &other_scope),
-            ok,
-            span("third", &scope),
-        ];
-        assert_same(&resource(), spans);
     }
 
     #[test]
     fn a_batch_of_many_spans_needs_long_lengths() {
-        let scope = InstrumentationScope::builder("gateway").build();
-        let spans: Vec<SpanData> = (0..600).map(|_| span("GET", &scope)).collect();
-        assert_same(&resource(), spans);
+        let spans: Vec<SpanRecord> = (0..600).map(|_| record()).collect();
+        assert_same(&[], &[], &spans);
     }
 
     #[test]
