@@ -7,13 +7,14 @@
 //! - PostgreSQL 15's default parser in a database whose `LC_CTYPE` is `C` (the store checks both):
 //!   a word is a run of ASCII letters and digits and of any non-ASCII characters (to the parser
 //!   in that locale every non-ASCII character is a letter: emoji, combining accents, curly
-//!   quotes). The separators modelled are ASCII spaces and `, ; ! ? " ' ( )`, a `:` not
-//!   followed by a word, a `.` not followed by a word, and a `-` between letters (a hyphenated
+//!   quotes); a decimal number (`12.5`) is one word. The separators modelled are ASCII spaces,
+//!   `, ; ! ? " ' ( ) %`, a `:` not followed by a word, a `.` not followed by a word, and a `-`
+//!   between letters (a hyphenated
 //!   word: `ts_headline` shows and marks its parts, which are words of their own). A text with
 //!   any other ASCII character between words (`/ @ < & _ ...`, a `.` inside a word as in
-//!   `example.com` or `3.5`, a `-` next to a digit), or a very long word, is not modelled:
+//!   `example.com`, a `-` next to a digit), or a very long word, is not modelled:
 //!   [`word_spans`] answers `None` and the store asks `ts_headline` for that field.
-//! - Per word, as the configuration maps its token type: with a digit (`numword`, `uint`)
+//! - Per word, as the configuration maps its token type: with a digit (`numword`, `uint`, `float`)
 //!   the `simple` dictionary (ASCII lower case); else (`asciiword`, `word`, hyphenated parts)
 //!   `unaccent` (PostgreSQL's `unaccent.rules`, copied here) then the language's Snowball
 //!   stemmer after ASCII lower case (the `C` locale's), no lexeme for a stop word (PostgreSQL's
@@ -150,6 +151,28 @@ fn is_word_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || !c.is_ascii()
 }
 
+/// Where the run of word characters from `i` ends.
+fn word_run_end(chars: &[char], mut i: usize) -> usize {
+    while i < chars.len() && is_word_char(chars[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// A `.` and a digit at `i`: after a number, the parser reads a decimal (`12.5`, one token).
+fn starts_decimals(chars: &[char], i: usize) -> bool {
+    chars.get(i) == Some(&'.') && chars.get(i + 1).is_some_and(char::is_ascii_digit)
+}
+
+/// The end of a decimal number's fraction starting at the `.` at `i`, or `None` for what the
+/// model leaves to PostgreSQL: letters in the fraction (`1.5e3`) or a second `.` and digit (a
+/// version number, `8.3.0`).
+fn decimal_end(chars: &[char], i: usize) -> Option<usize> {
+    let end = word_run_end(chars, i + 1);
+    let digits_only = chars[i + 1..end].iter().all(char::is_ascii_digit);
+    (digits_only && !starts_decimals(chars, end)).then_some(end)
+}
+
 /// The words of `text` in order (the parts of a hyphenated word as words), or `None` when the
 /// text holds something this model does not cover (module docs).
 pub fn word_spans(text: &str) -> Option<Vec<Word>> {
@@ -160,8 +183,9 @@ pub fn word_spans(text: &str) -> Option<Vec<Word>> {
         let c = chars[i];
         if is_word_char(c) {
             let start = i;
-            while i < chars.len() && is_word_char(chars[i]) {
-                i += 1;
+            i = word_run_end(&chars, i);
+            if chars[start..i].iter().all(char::is_ascii_digit) && starts_decimals(&chars, i) {
+                i = decimal_end(&chars, i)?;
             }
             if i - start > MAX_WORD_CHARS {
                 return None;
@@ -181,7 +205,8 @@ pub fn word_spans(text: &str) -> Option<Vec<Word>> {
             ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' => true,
             ',' | ';' | '!' | '?' | '"' | '\'' | '(' | ')' => true,
             ':' => !next_is_word,
-            '.' => !next_is_word && !digit(before),
+            '.' => !next_is_word,
+            '%' => true,
             '-' => !digit(before) && !digit(after),
             _ => false,
         };
@@ -280,7 +305,8 @@ mod tests {
             "see example.com",
             "a/b",
             "mail me@x.org",
-            "3.5 points",
+            "1.5e3 points",
+            "version 8.3.0",
             "won -5",
             "<b>bold</b>",
             "a &amp; b",
@@ -292,6 +318,7 @@ mod tests {
         }
         for text in [
             "end. Next",
+            "3.5 points, 12.5% in 2019.",
             "well-known",
             "said: yes",
             "don't",

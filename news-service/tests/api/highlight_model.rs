@@ -14,8 +14,16 @@ use sqlx::PgPool;
 use crate::helpers::spawn_app;
 
 /// Texts the seed does not write: what the must-shows and real news put in a field.
-const HAND_MADE: [(&str, &str); 12] = [
+const HAND_MADE: [(&str, &str); 14] = [
     ("en", "🎉 Cafe\u{301} culture returns"),
+    (
+        "en",
+        "Turnout rose 12.5% to 3,400 in 2019. Officials said 0.75 was low.",
+    ),
+    (
+        "es",
+        "La participación subió un 12,5% y el presupuesto 3.5 millones en 2019.",
+    ),
     ("en", "Reopened 👩\u{200d}👩\u{200d}👧 cafés downtown."),
     ("en", "A cafe\u{301} owner said: “the CAFÉ is full”."),
     (
