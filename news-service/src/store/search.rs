@@ -152,7 +152,14 @@ pub fn window_query(
     push_match(&mut qb, languages);
     push_filters(&mut qb, filters);
     if let Some((published_at, id)) = window_end {
-        qb.push(" AND (a.published_at, a.id) >= (")
+        // The plain `published_at` bound is implied by the row comparison, but PostgreSQL can
+        // estimate only the plain one from its statistics; with the row comparison alone it
+        // guessed a third of all articles and intersected the whole posting list of a frequent
+        // word with the range (page 50 of `officials` on a million articles: 75 ms instead of
+        // page 1's 16 ms).
+        qb.push(" AND a.published_at >= ")
+            .push_bind(*published_at)
+            .push(" AND (a.published_at, a.id) >= (")
             .push_bind(*published_at)
             .push(", ")
             .push_bind(id.clone())
