@@ -26,8 +26,8 @@ mod otlp_proto;
 mod span;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use clap::ValueEnum;
@@ -42,7 +42,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 use batch::{BatchConfig, SpanQueue};
 pub(crate) use span::method_name;
 pub use span::{ClientSpan, ServerSpan, Value};
-use span::{Kind, now_nanos};
+use span::{Kind, TRACER, Tracer, now_nanos};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -72,15 +72,6 @@ impl Telemetry {
         }
     }
 }
-
-/// What spans need while they are exported: the sampler and the queue of ended spans.
-pub(crate) struct Tracer {
-    sampler: span::Sampler,
-    queue: Arc<SpanQueue>,
-}
-
-/// The tracer of the process, set once spans are exported: without it no span is built.
-pub(crate) static TRACER: OnceLock<Tracer> = OnceLock::new();
 
 /// Whether OpenTelemetry spans leave this process (an OTLP endpoint is configured).
 pub fn exporting() -> bool {
@@ -136,9 +127,10 @@ fn start_exporter(service_name: &'static str, export: Export) -> (Tracer, Teleme
     let queue = Arc::new(SpanQueue::new(config));
     let exporter = otlp_http::OtlpHttpExporter::new(traces_url, service_name);
     let task = tokio::spawn(batch::export_loop(queue.clone(), exporter));
+    let queued = queue.clone();
     let tracer = Tracer {
         sampler: span::Sampler::from_env(),
-        queue: queue.clone(),
+        export: Box::new(move |span| queued.push(span)),
     };
     let telemetry = Telemetry {
         exporter: Some((queue, task)),

@@ -11,13 +11,11 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use smallvec::SmallVec;
-
-use super::TRACER;
 
 /// Most events a span keeps (the SDK's default limit); more are counted as dropped.
 const MAX_EVENTS: usize = 128;
@@ -119,6 +117,16 @@ pub(crate) fn nanos(time: SystemTime) -> u64 {
         .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
+/// What spans need while they are exported: the sampler, and where an ended span goes (the
+/// batch queue, given as a function: the queue holds spans, so this module does not name it).
+pub(crate) struct Tracer {
+    pub(crate) sampler: Sampler,
+    pub(crate) export: Box<dyn Fn(SpanRecord) + Send + Sync>,
+}
+
+/// The tracer of the process, set once spans are exported: without it no span is built.
+pub(crate) static TRACER: OnceLock<Tracer> = OnceLock::new();
+
 impl SpanRecord {
     /// A span starting now under `parent` (the request's span or a caller's `traceparent`), or as
     /// the root of a new trace. The sampler decides whether it will be exported.
@@ -162,7 +170,7 @@ impl SpanRecord {
             self.end = now_nanos();
         }
         if let Some(tracer) = TRACER.get() {
-            tracer.queue.push(self);
+            (tracer.export)(self);
         }
     }
 
