@@ -32,7 +32,7 @@ fn attempt_span(method: &Method, group: &'static str, replica: &Replica) -> Opti
             ("upstream.group", Value::Static(group)),
             (
                 "server.address",
-                Value::Text(replica.base.as_str().to_owned()),
+                Value::Shared(replica.span_address.clone()),
             ),
         ],
     )

@@ -23,6 +23,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Replica {
     pub base: Url,
+    /// `base` as a span attribute, shared by every attempt's span rather than copied into each.
+    pub span_address: Arc<str>,
     /// Where the client connects, from `host:port` parsed once.
     pub endpoint: Endpoint,
     /// The base URL's path without its trailing `/` (usually empty).
@@ -44,6 +46,7 @@ impl Replica {
         Self {
             endpoint: Endpoint::new(authority),
             base_path: base.path().trim_end_matches('/').to_owned(),
+            span_address: Arc::from(base.as_str()),
             base,
             cooldown_until: Mutex::new(None),
             probe_ok: AtomicBool::new(true),

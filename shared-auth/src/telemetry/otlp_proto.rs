@@ -175,7 +175,7 @@ fn write_any_value(out: &mut Vec<u8>, value: &Value) {
             write_tag(out, 4, FIXED64);
             out.extend_from_slice(&number.to_le_bytes());
         }
-        Value::Static(_) | Value::Text(_) => {
+        Value::Static(_) | Value::Text(_) | Value::Shared(_) => {
             let text = value.as_str().unwrap_or_default();
             write_tag(out, 1, LEN);
             write_varint(out, text.len() as u64);
@@ -189,7 +189,9 @@ fn any_value_len(value: &Value) -> usize {
         Value::Bool(_) => 2,
         Value::Int(number) => 1 + varint_len(*number as u64),
         Value::Float(_) => 9,
-        Value::Static(_) | Value::Text(_) => field_len(value.as_str().unwrap_or_default().len()),
+        Value::Static(_) | Value::Text(_) | Value::Shared(_) => {
+            field_len(value.as_str().unwrap_or_default().len())
+        }
     }
 }
 
@@ -291,6 +293,7 @@ mod tests {
         match value {
             Value::Static(text) => (*text).into(),
             Value::Text(text) => text.clone().into(),
+            Value::Shared(text) => text.to_string().into(),
             Value::Int(number) => (*number).into(),
             Value::Float(number) => (*number).into(),
             Value::Bool(flag) => (*flag).into(),
@@ -435,6 +438,7 @@ mod tests {
             ("big", Value::Int(i64::MAX)),
             ("float", Value::Float(1.5)),
             ("long", Value::Text("x".repeat(300))),
+            ("shared", Value::Shared("http://lingo:8081/".into())),
         ]
         .into_iter()
         .collect();

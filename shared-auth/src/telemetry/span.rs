@@ -26,6 +26,8 @@ const MAX_EVENTS: usize = 128;
 pub enum Value {
     Static(&'static str),
     Text(String),
+    /// A text many spans carry (a replica's address): shared, not copied per span.
+    Shared(Arc<str>),
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -57,6 +59,7 @@ impl Value {
         match self {
             Value::Static(text) => Some(text),
             Value::Text(text) => Some(text),
+            Value::Shared(text) => Some(text),
             _ => None,
         }
     }
