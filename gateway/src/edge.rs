@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shared_auth::http::head;
-use shared_auth::{Problem, SharedCode};
+use shared_auth::{Problem, SharedCode, telemetry};
 
 use crate::auth::authorize;
 use crate::cache;
@@ -81,6 +81,8 @@ async fn serve(
         Lookup::NotFound => return Err(not_found()),
         Lookup::MethodNotAllowed(allow) => return Err(method_not_allowed(allow)),
     };
+    // The request's span started before the route was known, named by the method alone.
+    telemetry::name_request_span(&route.span_name);
 
     let caller = state.auth.caller(&parts.headers).await;
     if let Some(limiter) = &state.limiter {

@@ -406,6 +406,7 @@ mod tests {
             Lookup::Route(Route {
                 group: Group::Lingo,
                 access: Access::scoped(["lingo:analytics"]),
+                span_name: "GET /v1/lingo/analytics/progress".into(),
             })
         );
     }

@@ -131,6 +131,10 @@ impl Access {
 pub struct Route {
     pub group: Group,
     pub access: Access,
+    /// The name of the request's server span: the method and the route's template with its
+    /// parameters named by position (`GET /v1/news/articles/{p3}`), never the raw path, so span
+    /// names stay a bounded set (one per endpoint) however many articles there are.
+    pub span_name: Arc<str>,
 }
 
 /// The path and query to send upstream: the request's own, byte for byte (the services match
@@ -258,7 +262,8 @@ fn is_plain_segment(segment: &str) -> bool {
 /// One endpoint of a built table.
 #[derive(Debug)]
 struct Endpoint {
-    methods: Vec<(Method, Access)>,
+    /// Each method with its access and its span name ([`Route::span_name`]).
+    methods: Vec<(Method, Access, Arc<str>)>,
     /// The `Allow` header of a 405 here.
     allow: HeaderValue,
 }
@@ -285,13 +290,17 @@ impl GroupTable {
             {
                 methods.entry(head).or_insert(access);
             }
-            let methods: Vec<(Method, Access)> = methods
+            let methods: Vec<(Method, Access, Arc<str>)> = methods
                 .into_iter()
-                .map(|(index, access)| (METHODS[index].clone(), access))
+                .map(|(index, access)| {
+                    let method = METHODS[index].clone();
+                    let span_name = format!("{method} {route}").into();
+                    (method, access, span_name)
+                })
                 .collect();
             let allow = methods
                 .iter()
-                .map(|(method, _)| method.as_str())
+                .map(|(method, _, _)| method.as_str())
                 .collect::<Vec<_>>()
                 .join(",");
             let allow = HeaderValue::from_str(&allow).map_err(|e| e.to_string())?;
@@ -369,10 +378,15 @@ impl RouteTable {
             return Lookup::NotFound;
         };
         let endpoint = &table.endpoints[*matched.value];
-        match endpoint.methods.iter().find(|(known, _)| known == method) {
-            Some((_, access)) => Lookup::Route(Route {
+        match endpoint
+            .methods
+            .iter()
+            .find(|(known, _, _)| known == method)
+        {
+            Some((_, access, span_name)) => Lookup::Route(Route {
                 group,
                 access: access.clone(),
+                span_name: span_name.clone(),
             }),
             None => Lookup::MethodNotAllowed(endpoint.allow.clone()),
         }
@@ -427,14 +441,56 @@ mod tests {
         RouteTable::new(lingo, news)
     }
 
+    /// A route as these tests expect it; the span names have a test of their own.
     fn route(group: Group, access: Access) -> Lookup {
-        Lookup::Route(Route { group, access })
+        Lookup::Route(Route {
+            group,
+            access,
+            span_name: "".into(),
+        })
+    }
+
+    /// `lookup` without its span name, to compare with [`route`].
+    fn judged(lookup: Lookup) -> Lookup {
+        match lookup {
+            Lookup::Route(route) => Lookup::Route(Route {
+                span_name: "".into(),
+                ..route
+            }),
+            other => other,
+        }
+    }
+
+    #[test]
+    fn a_route_names_its_span_by_method_and_template_not_by_the_raw_path() {
+        let routes = sample();
+        let span_name = |method, path| match routes.lookup(path, &method) {
+            Lookup::Route(route) => route.span_name.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            span_name(Method::GET, "/v1/lingo/me/xp"),
+            "GET /v1/lingo/me/xp"
+        );
+        assert_eq!(
+            span_name(Method::HEAD, "/v1/lingo/me/xp"),
+            "HEAD /v1/lingo/me/xp"
+        );
+        assert_eq!(
+            span_name(Method::DELETE, "/v1/news/articles/a1/like"),
+            "DELETE /v1/news/articles/{p3}/like"
+        );
+        assert_eq!(
+            span_name(Method::DELETE, "/v1/news/articles/another-article/like"),
+            "DELETE /v1/news/articles/{p3}/like",
+            "one name per endpoint, whatever the article"
+        );
     }
 
     #[test]
     fn documented_endpoints_route_with_their_access() {
         let routes = sample();
-        let get = |path| routes.lookup(path, &Method::GET);
+        let get = |path| judged(routes.lookup(path, &Method::GET));
         assert_eq!(
             get("/v1/lingo/languages"),
             route(Group::Lingo, Access::Optional)
@@ -444,7 +500,7 @@ mod tests {
             route(Group::Lingo, Access::Required)
         );
         assert_eq!(
-            routes.lookup("/v1/lingo/me/xp", &Method::HEAD),
+            judged(routes.lookup("/v1/lingo/me/xp", &Method::HEAD)),
             route(Group::Lingo, Access::Required),
             "HEAD wherever GET"
         );
@@ -458,7 +514,7 @@ mod tests {
             "an escape in a parameter is the parameter's business"
         );
         assert_eq!(
-            routes.lookup("/v1/news/articles/a1/like", &Method::DELETE),
+            judged(routes.lookup("/v1/news/articles/a1/like", &Method::DELETE)),
             route(Group::News, Access::Required)
         );
     }
@@ -522,7 +578,7 @@ mod tests {
         let news = table(&[("/v1/news/articles/{id}/related", &["get"], Access::Required)]);
         routes.replace(Group::News, news);
         assert_eq!(
-            routes.lookup("/v1/news/articles/a1/related", &Method::GET),
+            judged(routes.lookup("/v1/news/articles/a1/related", &Method::GET)),
             route(Group::News, Access::Required)
         );
         assert_eq!(
@@ -530,7 +586,7 @@ mod tests {
             Lookup::NotFound
         );
         assert_eq!(
-            routes.lookup("/v1/lingo/me/xp", &Method::GET),
+            judged(routes.lookup("/v1/lingo/me/xp", &Method::GET)),
             route(Group::Lingo, Access::Required),
             "the other group keeps its table"
         );
@@ -561,15 +617,15 @@ mod tests {
             GroupTable::build(old).expect("table"),
         );
         assert_eq!(
-            routes.lookup("/v1/news/articles/a1", &Method::GET),
+            judged(routes.lookup("/v1/news/articles/a1", &Method::GET)),
             route(Group::News, Access::Required)
         );
         assert_eq!(
-            routes.lookup("/v1/news/articles/a1", &Method::POST),
+            judged(routes.lookup("/v1/news/articles/a1", &Method::POST)),
             route(Group::News, Access::Optional)
         );
         assert_eq!(
-            routes.lookup("/v1/news/a/b", &Method::GET),
+            judged(routes.lookup("/v1/news/a/b", &Method::GET)),
             route(Group::News, Access::Optional)
         );
     }

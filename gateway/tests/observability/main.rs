@@ -209,11 +209,21 @@ async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
     )
     .await;
     assert_eq!(client_span.trace_id, server_span.trace_id);
-    assert!(
-        server_span.name.contains("/v1/lingo/me/xp"),
-        "{}",
-        server_span.name
-    );
+    assert_eq!(server_span.name, "GET /v1/lingo/me/xp");
+    let gateway_span = wait_for(
+        &spans,
+        "the gateway's server span, parent of its client span",
+        |spans| {
+            spans
+                .iter()
+                .find(|s| s.service == "gateway" && s.span_id == client_span.parent_span_id)
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(gateway_span.kind, SpanKind::Server as i32);
+    // Named by the route table's template, not the raw path (bounded span names).
+    assert_eq!(gateway_span.name, "GET /v1/lingo/me/xp");
 
     let sql = wait_for(
         &spans,

@@ -2,6 +2,7 @@
 //! and the guarantee that no 4xx/5xx leaves without a problem body (axum's own rejections, tower
 //! layers and unknown routes included).
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Instant;
 
@@ -119,31 +120,35 @@ fn log_span(request: &Request, request_id: &str) -> tracing::Span {
 }
 
 /// The OpenTelemetry server span of a request, while spans are exported: a child of the caller's
-/// `traceparent` when there is one, named by method and route (the path when no route matched).
-/// Without an exporter there is no trace to join or to name: the log lines carry no trace id
-/// (rather than one of zeros), and the caller's `traceparent` goes upstream unchanged.
+/// `traceparent` when there is one, named by method and route, or by the method alone when no
+/// route matched (OpenTelemetry's HTTP conventions: a raw path would make one span name per
+/// article, which trace backends index). The gateway names it after its own route table's match
+/// ([`telemetry::name_request_span`]). Without an exporter there is no trace to join or to name:
+/// the log lines carry no trace id (rather than one of zeros), and the caller's `traceparent` goes
+/// upstream unchanged.
 fn server_span(request: &Request, request_id: &HeaderValue) -> Option<ServerSpan> {
     if !telemetry::exporting() {
         return None;
     }
     let method = request.method();
-    let path = request.uri().path();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(path, MatchedPath::as_str);
+    let name = match request.extensions().get::<MatchedPath>() {
+        // Not `format!`: its machinery cost ~1,000 instructions per request here.
+        Some(route) => {
+            let mut name = String::with_capacity(method.as_str().len() + 1 + route.as_str().len());
+            name.push_str(method.as_str());
+            name.push(' ');
+            name.push_str(route.as_str());
+            Cow::Owned(name)
+        }
+        None => telemetry::method_name(method),
+    };
     let text = |value: &str| Value::Text(value.to_owned());
-    // Not `format!`: its machinery cost ~1,000 instructions per request here.
-    let mut name = String::with_capacity(method.as_str().len() + 1 + route.len());
-    name.push_str(method.as_str());
-    name.push(' ');
-    name.push_str(route);
     ServerSpan::start(
         request.headers(),
         name,
         [
             ("http.request.method", telemetry::method_name(method).into()),
-            ("url.path", text(path)),
+            ("url.path", text(request.uri().path())),
             ("request_id", text(request_id.to_str().unwrap_or_default())),
         ],
     )

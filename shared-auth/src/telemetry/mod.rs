@@ -41,7 +41,7 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use batch::{BatchConfig, SpanQueue};
 pub(crate) use span::method_name;
-pub use span::{ClientSpan, ServerSpan, Value};
+pub use span::{ClientSpan, ServerSpan, Value, name_request_span};
 use span::{Kind, TRACER, Tracer, now_nanos};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

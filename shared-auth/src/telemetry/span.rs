@@ -290,6 +290,13 @@ pub(crate) fn with_request_span(change: impl FnOnce(&mut SpanRecord)) {
     });
 }
 
+/// Renames the span of the request the task is serving (while spans are exported), for a router
+/// that matches after the span started: the gateway's route table. `name` must come from a
+/// bounded set (`GET /v1/news/articles/{p3}`, never the raw path).
+pub fn name_request_span(name: &str) {
+    with_request_span(|span| span.name = Cow::Owned(name.to_owned()));
+}
+
 /// A child of the request's span (or a new trace's root, outside a request), queued when it ends
 /// if sampled.
 pub(crate) fn child_span(
@@ -319,14 +326,14 @@ impl ServerSpan {
     /// allocate); `None` when spans are not exported.
     pub fn start(
         headers: &HeaderMap,
-        name: String,
+        name: Cow<'static, str>,
         attributes: impl IntoIterator<Item = (&'static str, Value)>,
     ) -> Option<ServerSpan> {
         let parent = extract(headers);
         let record = SpanRecord::start(
             parent.as_ref().map(|parent| (parent, true)),
             Kind::Server,
-            Cow::Owned(name),
+            name,
             attributes.into_iter().collect(),
         )?;
         Some(ServerSpan {
