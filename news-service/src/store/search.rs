@@ -15,12 +15,12 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
+use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
     query_lexemes, query_words, rank_window, respell, restrict_to_weight,
 };
-use crate::domain::articles::ArticleItem;
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::domain::text_search::{self, Folding};
 use crate::error::Result;
@@ -312,8 +312,7 @@ pub async fn page(
     let limit = limit as usize;
     // The page's rows (and one more, to know whether another page follows) in list order, the
     // ranked window's end a `sort=relevance` cursor keeps, and the hits as read.
-    let (mut rows, window_end, read) = if languages.is_empty() || spec.filters.matches_nothing()
-    {
+    let (mut rows, window_end, read) = if languages.is_empty() || spec.filters.matches_nothing() {
         (Vec::new(), None, Vec::new())
     } else if spec.sort == Sort::Newest {
         let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
@@ -396,7 +395,11 @@ fn push_hit_columns(qb: &mut QueryBuilder<'static, Postgres>, languages: &[Langu
 
 /// `coalesce(CASE a.language WHEN $l THEN a.search_vector @@ $any_lexeme_of_l::tsquery ...
 /// END, false)`, the field-weight test for each language.
-fn push_in_field(qb: &mut QueryBuilder<'static, Postgres>, languages: &[LanguageQuery], weight: char) {
+fn push_in_field(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    languages: &[LanguageQuery],
+    weight: char,
+) {
     qb.push("coalesce(CASE a.language");
     for l in languages {
         qb.push(" WHEN ")
@@ -450,8 +453,14 @@ async fn hits(
             continue;
         };
         let fields = [
-            (HighlightField::Title, columns.in_title.then_some(item.title.as_str())),
-            (HighlightField::Summary, columns.in_summary.then_some(item.summary.as_str())),
+            (
+                HighlightField::Title,
+                columns.in_title.then_some(item.title.as_str()),
+            ),
+            (
+                HighlightField::Summary,
+                columns.in_summary.then_some(item.summary.as_str()),
+            ),
             (HighlightField::Body, columns.matched_body.as_deref()),
         ];
         let mut highlights = Vec::new();
