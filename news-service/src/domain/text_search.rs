@@ -26,6 +26,7 @@
 //! marks nothing is highlighted by `ts_headline`, and a field whose vector holds none is not
 //! highlighted whatever this marks; so a difference in a stemmer costs speed, not a mark.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -71,20 +72,29 @@ impl Folding {
 
     /// The lexeme of one word as the parser cut it; `None` for a stop word.
     pub fn lexeme(&self, word: &str) -> Option<String> {
+        self.with_lexeme(word, str::to_owned)
+    }
+
+    /// `f` of the lexeme of one word (as [`Folding::lexeme`]), without copying it.
+    fn with_lexeme<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
         if word.chars().any(|c| c.is_ascii_digit()) {
             // numword / uint: the simple dictionary, without unaccent.
-            return Some(word.to_ascii_lowercase());
+            return Some(f(&word.to_ascii_lowercase()));
         }
-        self.stem(&UNACCENT.apply(word))
+        self.with_stem(&UNACCENT.apply(word), f)
     }
 
     /// The Snowball dictionary: lower case, stop words, stem.
     pub fn stem(&self, word: &str) -> Option<String> {
+        self.with_stem(word, str::to_owned)
+    }
+
+    fn with_stem<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
         let lower = word.to_ascii_lowercase();
         if lower.is_empty() || self.stop_words.contains(&lower) {
             return None;
         }
-        Some(self.stemmer.stem(&lower).into_owned())
+        Some(f(&self.stemmer.stem(&lower)))
     }
 }
 
@@ -112,9 +122,9 @@ impl Unaccent {
         Self { rules, longest }
     }
 
-    fn apply(&self, word: &str) -> String {
+    fn apply<'a>(&self, word: &'a str) -> Cow<'a, str> {
         if word.is_ascii() {
-            return word.to_owned();
+            return Cow::Borrowed(word);
         }
         let chars: Vec<char> = word.chars().collect();
         let mut out = String::with_capacity(word.len());
@@ -135,16 +145,16 @@ impl Unaccent {
                 }
             }
         }
-        out
+        Cow::Owned(out)
     }
 }
 
 /// A word as the parser cuts it: `[start, end)` in code points of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Word {
+pub struct Word<'a> {
     pub start: usize,
     pub end: usize,
-    pub text: String,
+    pub text: &'a str,
 }
 
 fn is_word_char(c: char) -> bool {
@@ -175,8 +185,14 @@ fn decimal_end(chars: &[char], i: usize) -> Option<usize> {
 
 /// The words of `text` in order (the parts of a hyphenated word as words), or `None` when the
 /// text holds something this model does not cover (module docs).
-pub fn word_spans(text: &str) -> Option<Vec<Word>> {
+pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
     let chars: Vec<char> = text.chars().collect();
+    // Where each character starts in `text` (and where it ends), to slice the words out of it.
+    let bytes: Vec<usize> = text
+        .char_indices()
+        .map(|(b, _)| b)
+        .chain([text.len()])
+        .collect();
     let mut words = Vec::new();
     let mut i = 0;
     while i < chars.len() {
@@ -193,7 +209,7 @@ pub fn word_spans(text: &str) -> Option<Vec<Word>> {
             words.push(Word {
                 start,
                 end: i,
-                text: chars[start..i].iter().collect(),
+                text: &text[bytes[start]..bytes[i]],
             });
             continue;
         }
@@ -236,10 +252,8 @@ pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option
         word_spans(text)?
             .into_iter()
             .filter(|w| {
-                may_match(&w.text)
-                    && folding
-                        .lexeme(&w.text)
-                        .is_some_and(|lexeme| lexemes.contains(&lexeme))
+                may_match(w.text)
+                    && folding.with_lexeme(w.text, |lexeme| lexemes.contains(lexeme)) == Some(true)
             })
             .map(|w| [w.start, w.end])
             .collect(),
@@ -294,7 +308,7 @@ mod tests {
         let words: Vec<String> = word_spans(text)
             .unwrap()
             .into_iter()
-            .map(|w| w.text)
+            .map(|w| w.text.to_owned())
             .collect();
         assert_eq!(words, ["“the", "🎉party"]);
     }

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use shared_auth::{Page, Paging};
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::domain::articles::{Article, ArticleItem, ArticlePage, ArticleViewer, Named};
@@ -357,32 +358,37 @@ pub async fn exists(db: impl PgExecutor<'_>, id: &str) -> Result<bool> {
     Ok(found)
 }
 
-/// The list items of these articles as `viewer` sees them, with their bodies and the columns
-/// `extra` pushes (after `, `) decoded as `T`, in any order: search pages pick their rows first,
-/// then read them and what their highlights need here, in one statement.
-pub async fn items_with_body_by_id<T>(
-    db: impl PgExecutor<'_>,
-    ids: &[String],
+/// `SELECT <list item columns>, <extra> FROM (<source>) a`: the list items of the articles
+/// `source` selects (a statement over `articles a`, whose own order and limit choose the rows;
+/// they come back in any order) as `viewer` sees them, with the columns `extra` pushes (after
+/// `, `). Search pages read their hits and what the highlights need here, in one statement.
+/// `prefix` lets tests prepend `EXPLAIN`.
+pub fn items_query(
+    prefix: &str,
     viewer: Option<&str>,
+    source: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
     extra: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
-) -> Result<Vec<(ArticleItem, String, T)>>
+) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
+    push_item_columns(&mut qb, viewer, false);
+    qb.push(", ");
+    extra(&mut qb);
+    qb.push(" FROM (");
+    source(&mut qb);
+    qb.push(") a");
+    qb
+}
+
+/// The rows of an [`items_query`]: each article's item and its `extra` columns as `T`.
+pub async fn fetch_items<'q, T>(
+    db: impl PgExecutor<'_>,
+    query: Query<'q, Postgres, PgArguments>,
+) -> Result<Vec<(ArticleItem, T)>>
 where
     T: for<'r> FromRow<'r, PgRow>,
 {
-    let mut qb = QueryBuilder::new("");
-    push_item_columns(&mut qb, viewer, true);
-    qb.push(", ");
-    extra(&mut qb);
-    qb.push(FROM_ARTICLES)
-        .push(" WHERE a.id = ANY(")
-        .push_bind(ids.to_vec())
-        .push(")");
-    let rows: Vec<PgRow> = qb.build().fetch_all(db).await?;
+    let rows: Vec<PgRow> = query.fetch_all(db).await?;
     rows.iter()
-        .map(|row| {
-            let mut article = ArticleRow::from_row(row)?;
-            let body = article.body.take().unwrap_or_default();
-            Ok((article.into(), body, T::from_row(row)?))
-        })
+        .map(|row| Ok((ArticleRow::from_row(row)?.into(), T::from_row(row)?)))
         .collect()
 }

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
+use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
@@ -177,18 +178,21 @@ pub fn window_query(
     qb
 }
 
-/// Matches newest first (score 0), strictly before `before` when given. `prefix` as above.
-pub fn newest_query(
-    prefix: &str,
+/// `SELECT <columns> FROM articles a` for the matches newest first, strictly before `before`
+/// when given.
+fn push_newest(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    columns: &str,
     languages: &[LanguageQuery],
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
-) -> QueryBuilder<'static, Postgres> {
-    let mut qb = QueryBuilder::new(prefix);
-    qb.push("SELECT a.id, a.published_at, 0::smallint AS score FROM articles a WHERE ");
-    push_match(&mut qb, languages);
-    push_filters(&mut qb, filters);
+) {
+    qb.push("SELECT ")
+        .push(columns)
+        .push(" FROM articles a WHERE ");
+    push_match(qb, languages);
+    push_filters(qb, filters);
     if let Some((published_at, id)) = before {
         qb.push(" AND (a.published_at, a.id) < (")
             .push_bind(*published_at)
@@ -198,7 +202,44 @@ pub fn newest_query(
     }
     qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
         .push_bind(limit);
+}
+
+/// Matches newest first (score 0), strictly before `before` when given. `prefix` as above.
+pub fn newest_query(
+    prefix: &str,
+    languages: &[LanguageQuery],
+    filters: &Filters,
+    before: Option<&(DateTime<Utc>, String)>,
+    limit: i64,
+) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
+    push_newest(
+        &mut qb,
+        "a.id, a.published_at, 0::smallint AS score",
+        languages,
+        filters,
+        before,
+        limit,
+    );
     qb
+}
+
+/// A `sort=newest` page in one statement: the matches of [`newest_query`] with their items and
+/// what their highlights need (no second statement to read the items by id). `prefix` as above.
+pub fn newest_hits_query(
+    prefix: &str,
+    languages: &[LanguageQuery],
+    filters: &Filters,
+    before: Option<&(DateTime<Utc>, String)>,
+    limit: i64,
+    viewer: Option<&str>,
+) -> QueryBuilder<'static, Postgres> {
+    articles::items_query(
+        prefix,
+        viewer,
+        |qb| push_newest(qb, "*", languages, filters, before, limit),
+        |qb| push_hit_columns(qb, languages),
+    )
 }
 
 async fn positions(
@@ -214,20 +255,15 @@ async fn positions(
     Ok(rows.into_iter().map(Position::from).collect())
 }
 
-/// The rows of the page (and one more, to know whether another page follows) in list order,
-/// and the ranked window's end a `sort=relevance` cursor keeps.
-async fn page_rows(
+/// The rows of a `sort=relevance` page (and one more, to know whether another page follows) in
+/// list order, and the ranked window's end its cursor keeps.
+async fn ranked_rows(
     pool: &PgPool,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     wanted: usize,
 ) -> Result<(Vec<Position>, Option<(DateTime<Utc>, String)>)> {
     let key = |p: &Position| (p.published_at, p.id.clone());
-    if spec.sort == Sort::Newest {
-        let before = spec.after.as_ref().map(key);
-        let qb = newest_query("", languages, &spec.filters, before.as_ref(), wanted as i64);
-        return Ok((positions(pool, qb).await?, None));
-    }
     let mut window_end = spec.window_end.clone();
     let mut rows = Vec::new();
     // Page 1's window holds every match when it is not full: then nothing is older, and a rare
@@ -274,10 +310,43 @@ pub async fn page(
 ) -> Result<SearchPage> {
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
-    let (mut rows, window_end) = if languages.is_empty() || spec.filters.matches_nothing() {
-        (Vec::new(), None)
+    // The page's rows (and one more, to know whether another page follows) in list order, the
+    // ranked window's end a `sort=relevance` cursor keeps, and the hits as read.
+    let (mut rows, window_end, read) = if languages.is_empty() || spec.filters.matches_nothing() {
+        (Vec::new(), None, Vec::new())
+    } else if spec.sort == Sort::Newest {
+        let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
+        let mut qb = newest_hits_query(
+            "",
+            &languages,
+            &spec.filters,
+            before.as_ref(),
+            limit as i64 + 1,
+            viewer,
+        );
+        // Not prepared once and kept: planned with the query's words, as `positions`.
+        let read: Vec<(ArticleItem, HitColumns)> =
+            articles::fetch_items(pool, qb.build().persistent(false)).await?;
+        let mut rows: Vec<Position> = read
+            .iter()
+            .map(|(item, _)| Position {
+                score: 0,
+                published_at: item.published_at,
+                id: item.id.clone(),
+            })
+            .collect();
+        rows.sort_by(Position::list_order);
+        (rows, None, read)
     } else {
-        page_rows(pool, spec, &languages, limit + 1).await?
+        let (rows, window_end) = ranked_rows(pool, spec, &languages, limit + 1).await?;
+        let ids: Vec<String> = rows.iter().take(limit).map(|r| r.id.clone()).collect();
+        let read = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let mut qb = hits_by_id_query(&ids, &languages, viewer);
+            articles::fetch_items(pool, qb.build().persistent(false)).await?
+        };
+        (rows, window_end, read)
     };
     let next_cursor = (rows.len() > limit).then(|| {
         let spec = SearchSpec {
@@ -287,7 +356,7 @@ pub async fn page(
         SearchCursor::after(&spec, &rows[limit - 1]).encode()
     });
     rows.truncate(limit);
-    let data = hits(pool, &rows, &languages, viewer).await?;
+    let data = hits(pool, &rows, read, &languages).await?;
     let suggestion = if data.is_empty() && spec.after.is_none() {
         suggestion(pool, &spec.q).await?
     } else {
@@ -301,24 +370,35 @@ pub async fn page(
     })
 }
 
-/// What the page's statement reads beside an article's item and body: its language, and per
-/// field whether the stored vector holds one of the query's positive lexemes with the field's
-/// weight (a field without one gets no highlight, whatever its words look like).
+/// What a page's statement reads beside an article's item: its language, per field whether the
+/// stored vector holds one of the query's positive lexemes with the field's weight (a field
+/// without one gets no highlight, whatever its words look like), and the body only when it is
+/// such a field (it is often stored out of line: a title match does not read it).
 #[derive(Debug, FromRow)]
 struct HitColumns {
     language: String,
     in_title: bool,
     in_summary: bool,
-    in_body: bool,
+    matched_body: Option<String>,
 }
 
-/// `CASE a.language WHEN $l THEN a.search_vector @@ $any_lexeme_of_l::tsquery ... END`, the
-/// field-weight test for each language.
+/// `a.language, <in title>, <in summary>, <the body if in body>` (see [`HitColumns`]).
+fn push_hit_columns(qb: &mut QueryBuilder<'static, Postgres>, languages: &[LanguageQuery]) {
+    qb.push("a.language, ");
+    push_in_field(qb, languages, 'A');
+    qb.push(" AS in_title, ");
+    push_in_field(qb, languages, 'B');
+    qb.push(" AS in_summary, CASE WHEN ");
+    push_in_field(qb, languages, 'C');
+    qb.push(" THEN a.body END AS matched_body");
+}
+
+/// `coalesce(CASE a.language WHEN $l THEN a.search_vector @@ $any_lexeme_of_l::tsquery ...
+/// END, false)`, the field-weight test for each language.
 fn push_in_field(
     qb: &mut QueryBuilder<'static, Postgres>,
     languages: &[LanguageQuery],
     weight: char,
-    name: &str,
 ) {
     qb.push("coalesce(CASE a.language");
     for l in languages {
@@ -328,52 +408,66 @@ fn push_in_field(
             .push_bind(any_lexeme(&l.positive, weight))
             .push("::tsquery");
     }
-    qb.push(" END, false) AS ").push(name);
+    qb.push(" END, false)");
 }
 
-/// The page's articles with scores and highlights, in the rows' order: one statement reads the
-/// items, their bodies and which fields match; the highlights are marked here
-/// (`domain::text_search`), and only fields the model does not cover ask `ts_headline`.
+/// The statement reading a `sort=relevance` page's hits, chosen by id.
+fn hits_by_id_query(
+    ids: &[String],
+    languages: &[LanguageQuery],
+    viewer: Option<&str>,
+) -> QueryBuilder<'static, Postgres> {
+    let ids = ids.to_vec();
+    articles::items_query(
+        "",
+        viewer,
+        |qb| {
+            qb.push("SELECT * FROM articles a WHERE a.id = ANY(")
+                .push_bind(ids)
+                .push(")");
+        },
+        |qb| push_hit_columns(qb, languages),
+    )
+}
+
+/// The page's hits with scores and highlights, in the rows' order, from what their statement
+/// read: the highlights are marked here (`domain::text_search`), and only fields the model does
+/// not cover ask `ts_headline`.
 async fn hits(
     pool: &PgPool,
     rows: &[Position],
+    read: Vec<(ArticleItem, HitColumns)>,
     languages: &[LanguageQuery],
-    viewer: Option<&str>,
 ) -> Result<Vec<SearchHit>> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-    let read = articles::items_with_body_by_id::<HitColumns>(pool, &ids, viewer, |qb| {
-        qb.push("a.language, ");
-        push_in_field(qb, languages, 'A', "in_title");
-        qb.push(", ");
-        push_in_field(qb, languages, 'B', "in_summary");
-        qb.push(", ");
-        push_in_field(qb, languages, 'C', "in_body");
-    })
-    .await?;
+    let mut read: HashMap<String, (ArticleItem, HitColumns)> = read
+        .into_iter()
+        .map(|(item, columns)| (item.id.clone(), (item, columns)))
+        .collect();
     let marking = Marking::new(languages);
-    let mut items = HashMap::new();
-    let mut highlights: HashMap<String, Vec<Highlight>> = HashMap::new();
+    let mut found = Vec::with_capacity(rows.len());
     let mut left = Vec::new();
-    for (item, body, columns) in read {
+    // An article deleted between the two reads of a relevance page is left out rather than
+    // half shown.
+    for row in rows {
+        let Some((item, columns)) = read.remove(&row.id) else {
+            continue;
+        };
         let fields = [
-            (HighlightField::Title, columns.in_title, item.title.as_str()),
+            (
+                HighlightField::Title,
+                columns.in_title.then_some(item.title.as_str()),
+            ),
             (
                 HighlightField::Summary,
-                columns.in_summary,
-                item.summary.as_str(),
+                columns.in_summary.then_some(item.summary.as_str()),
             ),
-            (HighlightField::Body, columns.in_body, body.as_str()),
+            (HighlightField::Body, columns.matched_body.as_deref()),
         ];
-        let mut found = Vec::new();
-        for (field, matches, text) in fields {
-            if !matches {
-                continue;
-            }
+        let mut highlights = Vec::new();
+        for (field, text) in fields {
+            let Some(text) = text else { continue };
             match marking.fragment(&columns.language, text) {
-                Some(fragment) => found.push(Highlight {
+                Some(fragment) => highlights.push(Highlight {
                     field,
                     text: fragment.text,
                     marks: fragment.marks,
@@ -381,27 +475,25 @@ async fn hits(
                 None => left.push((item.id.clone(), field)),
             }
         }
-        highlights.insert(item.id.clone(), found);
-        items.insert(item.id.clone(), item);
+        found.push(SearchHit {
+            item,
+            score: f64::from(row.score),
+            highlights,
+        });
     }
     if !left.is_empty() {
+        let mut marked: HashMap<String, Vec<Highlight>> = HashMap::new();
         for (id, highlight) in headlines(pool, &left, languages).await? {
-            let found = highlights.entry(id).or_default();
-            found.push(highlight);
-            found.sort_by_key(|h| h.field);
+            marked.entry(id).or_default().push(highlight);
+        }
+        for hit in &mut found {
+            if let Some(more) = marked.remove(&hit.item.id) {
+                hit.highlights.extend(more);
+                hit.highlights.sort_by_key(|h| h.field);
+            }
         }
     }
-    Ok(rows
-        .iter()
-        // An article deleted between the two reads is left out rather than half shown.
-        .filter_map(|row| {
-            Some(SearchHit {
-                item: items.remove(&row.id)?,
-                score: f64::from(row.score),
-                highlights: highlights.remove(&row.id).unwrap_or_default(),
-            })
-        })
-        .collect())
+    Ok(found)
 }
 
 /// Per article language the Rust model of its configuration and the query's positive lexemes.

@@ -165,7 +165,7 @@ fn model_lexemes(folding: &Folding, text: &str) -> Option<BTreeSet<String>> {
     let chars: Vec<char> = text.chars().collect();
     let mut lexemes: BTreeSet<String> = words
         .iter()
-        .filter_map(|w| folding.lexeme(&w.text))
+        .filter_map(|w| folding.lexeme(w.text))
         .collect();
     let mut i = 0;
     while i < words.len() {

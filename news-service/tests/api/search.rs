@@ -6,7 +6,9 @@ use std::collections::HashSet;
 
 use news_service::db::MIGRATOR;
 use news_service::domain::search::{Filters, RANKED_MATCHES};
-use news_service::store::search::{language_queries, newest_query, window_query};
+use news_service::store::search::{
+    language_queries, newest_hits_query, newest_query, window_query,
+};
 use serde_json::Value;
 use sqlx::migrate::Migrator;
 use sqlx::{PgPool, Row};
@@ -448,6 +450,131 @@ async fn the_vector_follows_every_writer() {
         .execute(&admin)
         .await;
     assert!(refused.is_err(), "language is an ISO 639-1 code");
+    // A vector written with the texts unchanged is recomputed all the same; an update that
+    // leaves texts and vector alone keeps the vector (migration search_vector_inline).
+    for update in [
+        "UPDATE articles SET search_vector = to_tsvector('simple', 'bogus') WHERE id = 's-strike'",
+        "UPDATE articles SET url = 'https://example.com/strike' WHERE id = 's-strike'",
+        "UPDATE articles SET search_vector = search_vector || ''::tsvector WHERE id = 's-strike'",
+    ] {
+        sqlx::query(update).execute(&admin).await.unwrap();
+        assert_eq!(found(&app, "lighthouse").await, ["s-strike"], "{update}");
+        assert!(found(&app, "bogus").await.is_empty(), "{update}");
+    }
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM articles WHERE search_vector IS DISTINCT FROM \
+             article_search_vector(language, title, summary, body)"
+        )
+        .await,
+        0
+    );
+    // The word list learns the words of changed texts.
+    assert_eq!(
+        app.count("SELECT count(*) FROM search_words WHERE word IN ('lighthouse', 'keeper')")
+            .await,
+        2
+    );
+}
+
+/// Inserts `n` articles `t-001`... whose bodies are 120 words of hex digits (barely
+/// compressible): each row is over 2 kB, and its vector alone too, the value the default
+/// storage moves out of line first.
+async fn insert_wide(pool: &PgPool, n: i32) {
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
+         SELECT 't-' || lpad(i::text, 3, '0'), 'Wide ' || i, 'About it',
+                (SELECT string_agg(md5(i || '-' || w), ' ') FROM generate_series(1, 120) AS w),
+                'u', timestamptz '2026-06-01' - i * interval '1 hour', 'org-a', 'jrn-1'
+           FROM generate_series(1, $1) AS i",
+    )
+    .bind(n)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Bytes in the articles' TOAST table (live rows), and the articles' vectors' and bodies' bytes.
+async fn toast_vector_body_bytes(admin: &PgPool) -> (i64, i64, i64) {
+    let toast: String = sqlx::query_scalar(
+        "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'news.articles'::regclass",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap();
+    let toast_bytes: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(sum(octet_length(chunk_data)), 0)::bigint FROM {toast}"
+    ))
+    .fetch_one(admin)
+    .await
+    .unwrap();
+    let (vector_bytes, body_bytes): (i64, i64) = sqlx::query_as(
+        "SELECT sum(pg_column_size(search_vector))::bigint, sum(pg_column_size(body))::bigint \
+           FROM news.articles",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap();
+    (toast_bytes, vector_bytes, body_bytes)
+}
+
+#[tokio::test]
+async fn vectors_are_kept_in_the_rows_of_old_and_new_articles() {
+    let db = shared_auth::testing::TestDatabase::create().await;
+    let before = Migrator {
+        migrations: Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < 20261128300001)
+                .cloned()
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    };
+    let owner = pool_as(&db, "news_owner").await;
+    before.run(&owner).await.unwrap();
+    let pipeline = pool_as(&db, "news_pipeline").await;
+    sqlx::raw_sql(crate::helpers::FIXTURE)
+        .execute(&pipeline)
+        .await
+        .unwrap();
+    insert_wide(&pipeline, 20).await;
+    let admin = pool_as(&db, "admin").await;
+    let (toast, vectors, _) = toast_vector_body_bytes(&admin).await;
+    assert!(
+        toast >= vectors,
+        "the old storage moves the vectors out: {toast} < {vectors}"
+    );
+    MIGRATOR.run(&owner).await.unwrap();
+    let storage: String = sqlx::query_scalar(
+        "SELECT attstorage::text FROM pg_attribute \
+          WHERE attrelid = 'news.articles'::regclass AND attname = 'search_vector'",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert_eq!(storage, "m");
+    let (toast, _, bodies) = toast_vector_body_bytes(&admin).await;
+    assert!(
+        toast <= bodies,
+        "only the bodies are out of line: {toast} > {bodies}"
+    );
+    // New rows too, and the vectors are the reference function's.
+    sqlx::query("DELETE FROM articles")
+        .execute(&admin)
+        .await
+        .unwrap();
+    insert_wide(&pipeline, 20).await;
+    let (toast, _, bodies) = toast_vector_body_bytes(&admin).await;
+    assert!(toast <= bodies, "{toast} > {bodies}");
+    let wrong: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM news.articles WHERE search_vector IS DISTINCT FROM \
+         news.article_search_vector(language, title, summary, body)",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert_eq!(wrong, 0);
 }
 
 /// Inserts `n` articles `p-00001`... whose word `beacon` is in the title, summary or body by
@@ -583,6 +710,12 @@ async fn selective_and_frequent_words_use_an_index() {
             plan(
                 &runtime,
                 newest_query("EXPLAIN ", &languages, &filters, None, 21),
+            )
+            .await,
+            // The statement a sort=newest page runs: the same rows with their items.
+            plan(
+                &runtime,
+                newest_hits_query("EXPLAIN ", &languages, &filters, None, 21, None),
             )
             .await,
         ];
