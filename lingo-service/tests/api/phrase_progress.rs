@@ -1085,7 +1085,9 @@ async fn the_review_log_moves_to_one_row_per_session_without_losing_an_answer() 
     .unwrap();
 
     all.run(&mut owner).await.unwrap();
-    let rows: Vec<(String, String, String, Vec<String>, Vec<i16>)> = sqlx::query_as(
+    // learner, day, session, phrase ids, grades
+    type LogRow = (String, String, String, Vec<String>, Vec<i16>);
+    let rows: Vec<LogRow> = sqlx::query_as(
         "SELECT learner_id, to_char(studied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), \
            session_id::text, phrase_ids, grades \
          FROM phrase_review_sessions ORDER BY learner_id, studied_at",
