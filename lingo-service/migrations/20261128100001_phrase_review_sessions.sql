@@ -58,3 +58,31 @@ END $$;
 DROP TABLE phrase_reviews;
 
 GRANT SELECT, INSERT ON phrase_review_sessions TO lingo_app;
+
+-- The due-day counts' update trigger (migration 20261127300001) in one statement instead of
+-- three: each (learner, language, day) gets the net change of the updated states (most of a
+-- session's phrases move between a few days; days whose count does not change are not touched),
+-- and a day whose count falls to 0 is removed in the same pass. 0.27 -> 0.17 ms for a session of
+-- 100 answers (warm, one backend). PostgreSQL 15's MERGE may fail (unique violation) when two
+-- transactions insert the same new day at once: the service writes one learner's states under
+-- the learner's row lock, so two of its transactions never change the same learner's days.
+CREATE OR REPLACE FUNCTION phrase_due_days_updated() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = lingo, pg_temp AS $$
+BEGIN
+    MERGE INTO phrase_due_days d
+    USING (SELECT learner_id, language_code, due_day, sum(change)::integer AS change
+           FROM (SELECT learner_id, language_code, (due_at AT TIME ZONE 'UTC')::date AS due_day,
+                        -1 AS change
+                 FROM old_states
+                 UNION ALL
+                 SELECT learner_id, language_code, (due_at AT TIME ZONE 'UTC')::date, 1
+                 FROM new_states) moves
+           GROUP BY learner_id, language_code, due_day
+           HAVING sum(change) <> 0) m
+    ON (d.learner_id, d.language_code, d.due_day) = (m.learner_id, m.language_code, m.due_day)
+    WHEN MATCHED AND d.phrases + m.change = 0 THEN DELETE
+    WHEN MATCHED THEN UPDATE SET phrases = d.phrases + m.change
+    WHEN NOT MATCHED THEN INSERT (learner_id, language_code, due_day, phrases)
+        VALUES (m.learner_id, m.language_code, m.due_day, m.change);
+    RETURN NULL;
+END $$;
