@@ -71,14 +71,13 @@ SQL
 fi
 
 # remove_learners LIKE-PATTERN: every row the service keeps for these learners. The review log
-# goes first; then the sessions' foreign-key check is skipped (replication role, which also skips
-# triggers: the states go before it, so theirs run), since its referencing rows are gone and
-# phrase_reviews has no index on session_id for it (the service never deletes).
+# goes first; then the sessions' foreign-key checks are skipped (replication role, which also
+# skips triggers: the states go before it, so theirs run): their referencing rows are gone.
 remove_learners() {
   admin_psql -v pattern="$1" <<'SQL'
 BEGIN;
 SET LOCAL search_path = lingo;
-DELETE FROM phrase_reviews WHERE learner_id LIKE :'pattern';
+DELETE FROM phrase_review_sessions WHERE learner_id LIKE :'pattern';
 DELETE FROM phrase_states WHERE learner_id LIKE :'pattern';
 SET LOCAL session_replication_role = replica;
 DELETE FROM study_sessions WHERE learner_id LIKE :'pattern';
@@ -91,8 +90,9 @@ SQL
 
 # copy_histories PLAN-SQL: PLAN-SQL fills the temporary table bench_plan (learner_id, phrase_id,
 # tmpl_phrase, shift): each row a (learner, phrase) whose history is the template learner's on
-# tmpl_phrase moved by `shift`. Writes those answers (one session per learner and time), the
-# states, and the learners' totals, as the service would have after those sessions.
+# tmpl_phrase moved by `shift`. Writes those answers (one session per learner and time, its
+# answers by phrase, each phrase's in the template's order), the states, and the learners'
+# totals, as the service would have after those sessions.
 template=bench-template-00000
 copy_histories() {
   owner_sql -v template="$template" <<SQL
@@ -101,8 +101,12 @@ CREATE TEMP TABLE bench_plan (learner_id text, phrase_id text, tmpl_phrase text,
   ON COMMIT DROP;
 $1
 CREATE TEMP TABLE bench_answers ON COMMIT DROP AS
-  SELECT p.learner_id, p.phrase_id, r.studied_at + p.shift AS studied_at, r.grade
-  FROM bench_plan p JOIN phrase_reviews r ON r.learner_id = :'template' AND r.phrase_id = p.tmpl_phrase;
+  SELECT p.learner_id, p.phrase_id, r.studied_at + p.shift AS studied_at, r.grade, r.position
+  FROM bench_plan p
+  JOIN (SELECT t.studied_at, a.phrase_id, a.grade, a.position
+        FROM phrase_review_sessions t,
+             UNNEST(t.phrase_ids, t.grades) WITH ORDINALITY AS a (phrase_id, grade, position)
+        WHERE t.learner_id = :'template') r ON r.phrase_id = p.tmpl_phrase;
 CREATE TEMP TABLE bench_sessions ON COMMIT DROP AS
   SELECT gen_random_uuid() AS id, learner_id, studied_at, seen, correct,
          10 + correct + CASE WHEN seen >= 5 AND correct = seen THEN 5 ELSE 0 END AS xp
@@ -113,10 +117,11 @@ INSERT INTO study_sessions (id, learner_id, language_code, duration_seconds, phr
                             phrases_correct, xp_awarded, created_at, studied_at, answer_count)
   SELECT id, learner_id, 'es', 60 + 6 * seen, seen, correct, xp, studied_at, studied_at, seen
   FROM bench_sessions;
-INSERT INTO phrase_reviews (learner_id, phrase_id, studied_at, session_id, position, grade)
-  SELECT a.learner_id, a.phrase_id, a.studied_at, s.id,
-         row_number() OVER (PARTITION BY s.id ORDER BY a.phrase_id) - 1, a.grade
-  FROM bench_answers a JOIN bench_sessions s USING (learner_id, studied_at);
+INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, grades)
+  SELECT a.learner_id, a.studied_at, s.id, array_agg(a.phrase_id ORDER BY a.phrase_id, a.position),
+         array_agg(a.grade ORDER BY a.phrase_id, a.position)
+  FROM bench_answers a JOIN bench_sessions s USING (learner_id, studied_at)
+  GROUP BY a.learner_id, a.studied_at, s.id;
 INSERT INTO phrase_states (learner_id, phrase_id, language_code, stability, difficulty, due_at,
                            reviews, correct, lapses, first_reviewed_at, last_reviewed_at,
                            last_grade, updated_at)
@@ -186,7 +191,7 @@ if [ "$(admin_psql -c "SELECT count(*) FROM lingo.learners WHERE learner_id = 'b
            - make_interval(days => l % 60, mins => l % 1440)
     FROM generate_series(1, 9999) l, generate_series(0, 98) m
     WHERE m < 98 OR l <= 98;"
-  admin_psql -c "VACUUM ANALYZE lingo.phrase_states" -c "VACUUM ANALYZE lingo.phrase_reviews" \
+  admin_psql -c "VACUUM ANALYZE lingo.phrase_states" -c "VACUUM ANALYZE lingo.phrase_review_sessions" \
     -c "VACUUM ANALYZE lingo.study_sessions" -c "VACUUM ANALYZE lingo.learners" \
     -c "VACUUM ANALYZE lingo.learner_language_totals" >/dev/null
   bulk_secs=$(python3 -c "import time,sys; print(f'{time.time() - float(sys.argv[1]):.0f}')" "$bulk_start")
@@ -202,15 +207,15 @@ plan_replay() { # the replay templates (4 of 50 answers over the last 29 days), 
 }
 copy_histories "$(plan_replay bench-late)"
 copy_histories "$(plan_replay bench-inorder)"
-admin_psql -c "VACUUM ANALYZE lingo.phrase_states" -c "VACUUM ANALYZE lingo.phrase_reviews" >/dev/null
+admin_psql -c "VACUUM ANALYZE lingo.phrase_states" -c "VACUUM ANALYZE lingo.phrase_review_sessions" >/dev/null
 
 # --- the data, checked ------------------------------------------------------------------------------
 states=$(admin_psql -c "SELECT count(*) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-learner-%' OR learner_id = 'bench-heavy-00000'")
 state_learners=$(admin_psql -c "SELECT count(DISTINCT learner_id) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-learner-%' OR learner_id = 'bench-heavy-00000'")
-heavy=$(admin_psql -c "SELECT (SELECT count(*) FROM lingo.phrase_states WHERE learner_id = 'bench-heavy-00000') || ' phrases, ' || (SELECT count(*) FROM lingo.phrase_reviews WHERE learner_id = 'bench-heavy-00000') || ' answers in ' || (SELECT count(*) FROM lingo.study_sessions WHERE learner_id = 'bench-heavy-00000') || ' sessions, ' || (SELECT count(*) FROM lingo.phrase_states WHERE learner_id = 'bench-heavy-00000' AND due_at <= now()) || ' due now'")
-reviews_total=$(admin_psql -c "SELECT count(*) FROM lingo.phrase_reviews")
+heavy=$(admin_psql -c "SELECT (SELECT count(*) FROM lingo.phrase_states WHERE learner_id = 'bench-heavy-00000') || ' phrases, ' || (SELECT sum(cardinality(phrase_ids)) FROM lingo.phrase_review_sessions WHERE learner_id = 'bench-heavy-00000') || ' answers in ' || (SELECT count(*) FROM lingo.study_sessions WHERE learner_id = 'bench-heavy-00000') || ' sessions, ' || (SELECT count(*) FROM lingo.phrase_states WHERE learner_id = 'bench-heavy-00000' AND due_at <= now()) || ' due now'")
+reviews_total=$(admin_psql -c "SELECT sum(cardinality(phrase_ids)) || ' answers in ' || count(*) || ' review-log rows (one per session with answers)' FROM lingo.phrase_review_sessions")
 replay_check=$(admin_psql -c "SELECT min(reviews) || '-' || max(reviews) || ' answers a phrase, ' || count(*) FILTER (WHERE last_reviewed_at > now() - interval '10 days') || ' of ' || count(*) || ' states answered after 10 days ago' FROM lingo.phrase_states WHERE learner_id LIKE 'bench-late-%'")
-echo "  $states states of $state_learners learners; bench-heavy-00000: $heavy; $reviews_total review rows in all" >&2
+echo "  $states states of $state_learners learners; bench-heavy-00000: $heavy; $reviews_total in all" >&2
 echo "  goal 3's learners: $replay_check" >&2
 heavy_token=$(cat "$heavy_tokens")
 # The answers the service gives the heavy learner (and that each is 200).
@@ -270,7 +275,7 @@ for round in $(seq "$ROUNDS"); do
 done
 reviews_ratio=$(ratio "$sum_reviews" "$sum_xp"); phrases_ratio=$(ratio "$sum_phrases" "$sum_xp")
 answers_ratio=$(ratio "$sum_answers" "$sum_plain")
-written=$(admin_psql -c "SELECT (SELECT count(*) FROM lingo.study_sessions WHERE learner_id LIKE 'bench-writer-plain-%') || ' sessions without answers; ' || (SELECT count(*) FROM lingo.study_sessions WHERE learner_id LIKE 'bench-writer-answers-%') || ' sessions with answers, ' || (SELECT count(*) FROM lingo.phrase_reviews WHERE learner_id LIKE 'bench-writer-answers-%') || ' review rows, ' || (SELECT count(*) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-writer-answers-%') || ' states of ' || (SELECT count(DISTINCT learner_id) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-writer-answers-%') || ' learners'")
+written=$(admin_psql -c "SELECT (SELECT count(*) FROM lingo.study_sessions WHERE learner_id LIKE 'bench-writer-plain-%') || ' sessions without answers; ' || (SELECT count(*) FROM lingo.study_sessions WHERE learner_id LIKE 'bench-writer-answers-%') || ' sessions with answers, ' || (SELECT sum(cardinality(phrase_ids)) FROM lingo.phrase_review_sessions WHERE learner_id LIKE 'bench-writer-answers-%') || ' answers in the review log, ' || (SELECT count(*) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-writer-answers-%') || ' states of ' || (SELECT count(DISTINCT learner_id) FROM lingo.phrase_states WHERE learner_id LIKE 'bench-writer-answers-%') || ' learners'")
 echo "  written: $written" >&2
 
 say "goal 3: $ROUNDS rounds of $SAMPLES late / in-order pairs, one request at a time"
@@ -306,7 +311,7 @@ section="$work/section.md"
   echo "- **Date**: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet HEAD -- lingo-service shared-auth || echo ', with uncommitted changes in the crates')"
   echo "- **Machine**: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; wrk, lingo-service and PostgreSQL $("$PSQL" --version | awk '{print $3}') on it, over loopback; $PROFILE binary; direct at the service; wrk 2 threads, $CONNS connections, ${STEP_SECS} s per step, $ROUNDS interleaved rounds."
   echo "- **Other work on the machine**: ${OTHER_WORK:-none noted}. Load average at start: $load_start, before each step in the table, and $load_late before goal 3. Absolute numbers are lower bounds; the ratios, measured within this one run, are the result."
-  echo "- **Data**: $states (learner, phrase) states of $state_learners learners; \`bench-heavy-00000\`: $heavy ($due_total in \`due_total\`, $total_xp XP); $reviews_total review rows in all. Written by bulk SQL as \`lingo_owner\`: copies, moved in time, of template histories that a template learner posted through the service (states, review log, sessions and totals as the service wrote them)."
+  echo "- **Data**: $states (learner, phrase) states of $state_learners learners; \`bench-heavy-00000\`: $heavy ($due_total in \`due_total\`, $total_xp XP); $reviews_total in all. Written by bulk SQL as \`lingo_owner\`: copies, moved in time, of template histories that a template learner posted through the service (states, review log, sessions and totals as the service wrote them)."
   echo "- **Writes (goal 2)**: no \`Idempotency-Key\`, so every request is a new session; callers rotate over 1,000 learners per kind, the next one each request across both wrk threads, so no two requests in flight share a learner's row lock. The answers are the same 100 Spanish phrases (grades mixed): a learner's first session creates 100 states, later ones advance them. Rows written: $written."
   echo "- **Late sessions (goal 3)**: $((2 * replay_count)) learners with the same history (100 phrases, 50 answers each 14 h apart over the last 29 days, the last ~17 after 10 days ago: $replay_check). Sessions with the same 100 answers posted one at a time over one keep-alive connection, alternating late (\`studied_at\` 10 days ago: every phrase replayed from its 51 answers) and in-order (no \`studied_at\`: advanced from the stored state), each to a learner of its own; $WARM pairs of warm-up first; time is the client's, request to full answer. After the run: $late_check late states have 51 answers."
   echo

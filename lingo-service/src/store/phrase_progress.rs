@@ -1,5 +1,5 @@
-//! The review log (`phrase_reviews`) and the memory state per (learner, phrase)
-//! (`phrase_states`) derived from it: written with each study session that carries answers, read
+//! The review log (`phrase_review_sessions`, one row per session with answers) and the memory
+//! state per (learner, phrase) (`phrase_states`) derived from it: written with each study session that carries answers, read
 //! by `GET /me/phrases`, `GET /me/reviews`, `GET /me/progress` and the analytics export.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -86,12 +86,11 @@ fn schedule_error(error: fsrs::ScheduleError) -> Error {
     Error::Internal(anyhow::Error::new(error))
 }
 
-/// A session's answers as the columns of its review-log rows (one array each, for `UNNEST`):
-/// written by the statement that inserts the session ([`crate::store::study_sessions::record`]).
+/// A session's answers as the arrays of its review-log row, in the order the learner gave them
+/// (an answer's position is its index): written by the statement that inserts the session
+/// ([`crate::store::study_sessions::record`]).
 pub struct AnswerColumns {
     pub phrase_ids: Vec<String>,
-    /// 0-based, in the order the learner gave the answers.
-    pub positions: Vec<i32>,
     pub grades: Vec<i16>,
 }
 
@@ -99,7 +98,6 @@ impl AnswerColumns {
     pub fn of(answers: &[AnswerInput]) -> Self {
         Self {
             phrase_ids: answers.iter().map(|a| a.phrase_id.clone()).collect(),
-            positions: (0..answers.len() as i32).collect(),
             grades: answers.iter().map(|a| a.grade().rating()).collect(),
         }
     }
@@ -146,12 +144,11 @@ pub async fn update_states(
     .map(|row| (row.phrase_id.clone(), row))
     .collect();
 
-    let late: Vec<String> = stored
+    let late: Vec<&StateRow> = stored
         .values()
         .filter(|row| row.last_reviewed_at >= studied_at)
-        .map(|row| row.phrase_id.clone())
         .collect();
-    let mut logs = full_logs(tx, learner_id, &late).await?;
+    let mut logs = full_logs(tx, learner_id, &late, studied_at).await?;
 
     let mut states = Vec::with_capacity(touched.len());
     for (phrase_id, reviews) in touched {
@@ -167,32 +164,46 @@ pub async fn update_states(
     write_states(tx, learner_id, language, &states, &stored).await
 }
 
-/// The whole review log of each of `phrase_ids`, in time order.
+/// The whole review log of each of the `late` phrases (stored states), in time order, including
+/// the session at `studied_at` just written. Every answer to a phrase is at or after its stored
+/// `first_reviewed_at`, or at `studied_at` (this session may be its earliest), so only the
+/// learner's sessions from the earliest of those are read: a range of the log's primary key
+/// `(learner_id, studied_at, session_id)`, in that order. Their answers are picked here rather
+/// than unnested in SQL: matching each answer against the late phrases is a hash lookup here,
+/// and a scan of the list in PostgreSQL.
 async fn full_logs(
     tx: &mut PgConnection,
     learner_id: &str,
-    phrase_ids: &[String],
+    late: &[&StateRow],
+    studied_at: DateTime<Utc>,
 ) -> Result<HashMap<String, Vec<Review>>> {
-    let mut logs: HashMap<String, Vec<Review>> = HashMap::new();
-    if phrase_ids.is_empty() {
+    let mut logs: HashMap<String, Vec<Review>> = late
+        .iter()
+        .map(|row| (row.phrase_id.clone(), Vec::new()))
+        .collect();
+    let Some(first) = late.iter().map(|row| row.first_reviewed_at).min() else {
         return Ok(logs);
-    }
-    let rows = sqlx::query!(
-        "SELECT phrase_id, studied_at, grade FROM phrase_reviews \
-         WHERE learner_id = $1 AND phrase_id = ANY($2) \
-         ORDER BY phrase_id, studied_at, session_id, position",
+    };
+    let sessions = sqlx::query!(
+        "SELECT studied_at, phrase_ids, grades FROM phrase_review_sessions \
+         WHERE learner_id = $1 AND studied_at >= $2 \
+         ORDER BY studied_at, session_id",
         learner_id,
-        phrase_ids,
+        first.min(studied_at),
     )
     .fetch_all(&mut *tx)
     .await?;
-    for row in rows {
-        let grade = Grade::from_rating(row.grade)
-            .ok_or_else(|| anyhow::anyhow!("stored grade {} out of range", row.grade))?;
-        logs.entry(row.phrase_id).or_default().push(Review {
-            studied_at: row.studied_at,
-            grade,
-        });
+    for session in sessions {
+        for (phrase_id, rating) in session.phrase_ids.iter().zip(&session.grades) {
+            if let Some(log) = logs.get_mut(phrase_id) {
+                let grade = Grade::from_rating(*rating)
+                    .ok_or_else(|| anyhow::anyhow!("stored grade {rating} out of range"))?;
+                log.push(Review {
+                    studied_at: session.studied_at,
+                    grade,
+                });
+            }
+        }
     }
     Ok(logs)
 }

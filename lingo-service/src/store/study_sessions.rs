@@ -16,10 +16,10 @@ use crate::store;
 /// so none is lost and `total_xp` before and after this session, and every phrase state, are
 /// exact. `input` must be validated (its phrases too); `studied_at` is when the session happened.
 ///
-/// One statement writes the learner, the session, its answers (the review log) and the totals;
-/// a session with answers then reads and writes the phrase states it touches in two more (see
-/// [`store::phrase_progress::update_states`]), after the learner's lock, so they see every
-/// earlier session of this learner.
+/// One statement writes the learner, the session, its answers (one row of the review log) and
+/// the totals; a session with answers then reads and writes the phrase states it touches in two
+/// more (see [`store::phrase_progress::update_states`]), after the learner's lock, so they see
+/// every earlier session of this learner.
 pub async fn record(
     tx: &mut PgConnection,
     learner_id: &str,
@@ -51,11 +51,10 @@ pub async fn record(
            RETURNING id, language_code, duration_seconds, phrases_seen, phrases_correct, \
              xp_awarded, created_at, studied_at, answer_count), \
          answers AS ( \
-           INSERT INTO phrase_reviews \
-             (learner_id, phrase_id, studied_at, session_id, position, grade) \
-           SELECT $2, a.phrase_id, session.studied_at, session.id, a.position, a.grade \
-           FROM session, \
-             UNNEST($10::text[], $11::int[], $12::smallint[]) AS a (phrase_id, position, grade)), \
+           INSERT INTO phrase_review_sessions \
+             (learner_id, studied_at, session_id, phrase_ids, grades) \
+           SELECT $2, session.studied_at, session.id, $10, $11 \
+           FROM session WHERE cardinality($10::text[]) > 0), \
          totals AS ( \
            INSERT INTO learner_language_totals AS t \
              (learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
@@ -87,7 +86,6 @@ pub async fn record(
         input.studied_at.is_some().then_some(studied_at),
         answers.len() as i32,
         &log.phrase_ids,
-        &log.positions,
         &log.grades,
     )
     .fetch_one(&mut *tx)

@@ -70,8 +70,8 @@ async fn the_runtime_role_only_reads_the_catalogue_and_analytics_tables() {
     for statement in [
         "UPDATE study_sessions SET xp_awarded = 0",
         "DELETE FROM study_sessions",
-        "UPDATE phrase_reviews SET grade = 1",
-        "DELETE FROM phrase_reviews",
+        "UPDATE phrase_review_sessions SET grades = '{1}'",
+        "DELETE FROM phrase_review_sessions",
         "DELETE FROM phrase_states",
         "TRUNCATE phrase_states",
         "INSERT INTO phrase_due_days VALUES ('someone', 'es', '2026-11-27', 1)",

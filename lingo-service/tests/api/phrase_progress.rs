@@ -88,23 +88,42 @@ async fn all_my_phrases(app: &TestApp, learner: &str, query: &str) -> Vec<Value>
     }
 }
 
+/// Every answer in the review log (one row per session, its answers in arrays).
+async fn logged_answers(app: &TestApp) -> i64 {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT coalesce(sum(cardinality(phrase_ids)), 0)::bigint \
+         FROM lingo.phrase_review_sessions",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+}
+
+/// Sessions, answers in the review log, and phrase states.
 async fn counts(app: &TestApp) -> (i64, i64, i64) {
     (
         app.count("study_sessions").await,
-        app.count("phrase_reviews").await,
+        logged_answers(app).await,
         app.count("phrase_states").await,
     )
 }
 
-/// Answers whose session is missing or is another learner's, or another time's: there is no
-/// foreign key from the review log to its sessions (migration 20261127400001), the statement
-/// that writes a session writes its answers.
+/// Review-log rows whose session is missing, another learner's, another time's or of another
+/// answer count, and sessions with answers but no log row: there is no foreign key from the
+/// review log to its sessions (migrations 20261127400001 and 20261128100001), the statement that
+/// writes a session writes its answers.
 async fn answers_without_their_session(app: &TestApp) -> i64 {
     let mut admin = app.admin().await;
     sqlx::query_scalar(
-        "SELECT count(*) FROM lingo.phrase_reviews r WHERE NOT EXISTS ( \
+        "SELECT (SELECT count(*) FROM lingo.phrase_review_sessions r WHERE NOT EXISTS ( \
            SELECT 1 FROM lingo.study_sessions s WHERE s.id = r.session_id \
-             AND s.learner_id = r.learner_id AND s.studied_at = r.studied_at)",
+             AND s.learner_id = r.learner_id AND s.studied_at = r.studied_at \
+             AND s.answer_count = cardinality(r.phrase_ids))) \
+         + (SELECT count(*) FROM lingo.study_sessions s WHERE s.answer_count > 0 \
+             AND NOT EXISTS (SELECT 1 FROM lingo.phrase_review_sessions r \
+               WHERE r.learner_id = s.learner_id AND r.studied_at = s.studied_at \
+                 AND r.session_id = s.id))",
     )
     .fetch_one(&mut admin)
     .await
@@ -568,7 +587,8 @@ async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
         assert_eq!(progress["reviews"], 20, "{progress}");
         assert_eq!(progress["correct"], 15, "{progress}");
     }
-    assert_eq!(app.count("phrase_reviews").await, 100);
+    assert_eq!(logged_answers(&app).await, 100);
+    assert_eq!(app.count("phrase_review_sessions").await, 20);
     assert_eq!(answers_without_their_session(&app).await, 0);
     let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
     assert_eq!(progress["totals"]["phrases_seen"], 100);
@@ -603,6 +623,7 @@ async fn a_replayed_session_with_answers_writes_nothing_twice() {
     let before = all_my_phrases(&app, &learner, "").await;
     let counted = counts(&app).await;
     assert_eq!(counted, (1, 3, 2));
+    assert_eq!(app.count("phrase_review_sessions").await, 1);
 
     let again = app.post_raw(SESSIONS, &learner, &body, Some("key-1")).await;
     assert_eq!(again.status(), 201);
@@ -610,6 +631,7 @@ async fn a_replayed_session_with_answers_writes_nothing_twice() {
     let again: Value = again.json().await.unwrap();
     assert_eq!(again, first);
     assert_eq!(counts(&app).await, counted);
+    assert_eq!(app.count("phrase_review_sessions").await, 1);
     assert_eq!(answers_without_their_session(&app).await, 0);
     assert_eq!(all_my_phrases(&app, &learner, "").await, before);
     let progress = get_json(&app, "/v1/lingo/me/progress", &learner).await;
@@ -1015,4 +1037,96 @@ async fn due_counts_per_day_follow_every_write_and_give_the_due_totals() {
         .await
         .unwrap();
     assert_eq!(app.count("phrase_due_days").await, 0);
+}
+
+/// Migration 20261128100001 moves the review log from one row per answer to one row per
+/// session: every answer lands once, in its session's row, in `position` order (rows inserted
+/// out of order here), and nothing else is kept.
+#[tokio::test]
+async fn the_review_log_moves_to_one_row_per_session_without_losing_an_answer() {
+    use sqlx::Connection;
+
+    const ONE_ROW_PER_SESSION: i64 = 20261128100001;
+    let db = shared_auth::testing::TestDatabase::create().await;
+    let mut owner = sqlx::PgConnection::connect(&db.url_for("lingo_owner"))
+        .await
+        .unwrap();
+    let all = sqlx::migrate!("./migrations");
+    let mut before = sqlx::migrate!("./migrations");
+    before.migrations = all
+        .migrations
+        .iter()
+        .filter(|m| m.version < ONE_ROW_PER_SESSION)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    before.run(&mut owner).await.unwrap();
+
+    let studied = "2026-11-01T10:00:00Z";
+    let later = "2026-11-02T10:00:00Z";
+    sqlx::raw_sql(&format!(
+        "INSERT INTO languages (code, name) VALUES ('es', 'Spanish'); \
+         INSERT INTO study_sessions (id, learner_id, language_code, duration_seconds, \
+           phrases_seen, phrases_correct, xp_awarded, created_at, studied_at, answer_count) VALUES \
+           ('00000000-0000-7000-8000-000000000001', 'ana', 'es', 60, 3, 2, 12, '{studied}', '{studied}', 3), \
+           ('00000000-0000-7000-8000-000000000002', 'ana', 'es', 60, 1, 1, 11, '{later}', '{later}', 1), \
+           ('00000000-0000-7000-8000-000000000003', 'bo', 'es', 60, 2, 1, 11, '{studied}', '{studied}', 2), \
+           ('00000000-0000-7000-8000-000000000004', 'bo', 'es', 60, 5, 5, 15, '{later}', '{later}', 0); \
+         INSERT INTO phrase_reviews (learner_id, phrase_id, studied_at, session_id, position, grade) VALUES \
+           ('ana', 'p-b', '{studied}', '00000000-0000-7000-8000-000000000001', 2, 3), \
+           ('ana', 'p-a', '{studied}', '00000000-0000-7000-8000-000000000001', 0, 1), \
+           ('ana', 'p-a', '{studied}', '00000000-0000-7000-8000-000000000001', 1, 4), \
+           ('ana', 'p-a', '{later}', '00000000-0000-7000-8000-000000000002', 0, 2), \
+           ('bo', 'p-c', '{studied}', '00000000-0000-7000-8000-000000000003', 1, 3), \
+           ('bo', 'p-a', '{studied}', '00000000-0000-7000-8000-000000000003', 0, 1);"
+    ))
+    .execute(&mut owner)
+    .await
+    .unwrap();
+
+    all.run(&mut owner).await.unwrap();
+    // learner, day, session, phrase ids, grades
+    type LogRow = (String, String, String, Vec<String>, Vec<i16>);
+    let rows: Vec<LogRow> = sqlx::query_as(
+        "SELECT learner_id, to_char(studied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), \
+           session_id::text, phrase_ids, grades \
+         FROM phrase_review_sessions ORDER BY learner_id, studied_at",
+    )
+    .fetch_all(&mut owner)
+    .await
+    .unwrap();
+    let strings = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+    let session = |n: u8| format!("00000000-0000-7000-8000-00000000000{n}");
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "ana".into(),
+                "2026-11-01".into(),
+                session(1),
+                strings(&["p-a", "p-a", "p-b"]),
+                vec![1, 4, 3]
+            ),
+            (
+                "ana".into(),
+                "2026-11-02".into(),
+                session(2),
+                strings(&["p-a"]),
+                vec![2]
+            ),
+            (
+                "bo".into(),
+                "2026-11-01".into(),
+                session(3),
+                strings(&["p-a", "p-c"]),
+                vec![1, 3]
+            ),
+        ]
+    );
+    let old_table: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('phrase_reviews')::text")
+            .fetch_one(&mut owner)
+            .await
+            .unwrap();
+    assert_eq!(old_table, None, "the old log is gone");
 }
