@@ -37,8 +37,8 @@ WITH (toast_tuple_target = 8160);
 -- session's rows all share its learner and time (the service wrote them in one statement).
 -- Duration: about 3.5 s per million answers (the bench cluster: 2.8 million answers of 37,700
 -- sessions, the move, the check and the drop in 9.9 s, release PostgreSQL 15 on 2 cores at load
--- 3-6), in the migration's transaction. Stop the old binary first: once `phrase_reviews` is gone,
--- its sessions with answers fail.
+-- 3-6), in the migration's transaction. The previous release keeps working meanwhile and until
+-- its pods are gone: `phrase_reviews` becomes a view of the new log (below).
 INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, grades)
 SELECT learner_id, studied_at, session_id,
        array_agg(phrase_id ORDER BY position), array_agg(grade ORDER BY position)
@@ -58,6 +58,49 @@ END $$;
 DROP TABLE phrase_reviews;
 
 GRANT SELECT, INSERT ON phrase_review_sessions TO lingo_app;
+
+-- For the previous release only (deploy/README.md, "Releases": old pods serve until the rollout
+-- ends, so a migration must keep them working): `phrase_reviews` as a view of the new log, one
+-- row per answer as the old table had them, which its binary reads (a late session's history)
+-- and inserts into (a session's answers, in `position` order, each appended to its session's
+-- row). Slower than either log, and only for the minutes of a rollout. Drop it in the release
+-- after this one.
+CREATE VIEW phrase_reviews AS
+SELECT s.learner_id, a.phrase_id, s.studied_at, s.session_id, (a.n - 1)::integer AS position,
+       a.grade
+FROM phrase_review_sessions s,
+     unnest(s.phrase_ids, s.grades) WITH ORDINALITY AS a (phrase_id, grade, n);
+
+-- SECURITY DEFINER (owned by lingo_owner): appending updates the session's row, which the runtime
+-- role may not do itself.
+CREATE FUNCTION phrase_reviews_append() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = lingo, pg_temp AS $$
+BEGIN
+    IF NEW.grade IS NULL OR NEW.grade NOT BETWEEN 1 AND 4 THEN
+        RAISE EXCEPTION 'grade % out of range', NEW.grade USING ERRCODE = 'check_violation';
+    END IF;
+    UPDATE phrase_review_sessions
+    SET phrase_ids = phrase_ids || NEW.phrase_id, grades = grades || NEW.grade
+    WHERE (learner_id, studied_at, session_id) = (NEW.learner_id, NEW.studied_at, NEW.session_id)
+      AND cardinality(phrase_ids) = NEW.position;
+    IF NOT FOUND THEN
+        -- A session's first answer; any other position out of order fails here (the key exists,
+        -- or the position is not 0) rather than landing in the wrong place.
+        IF NEW.position <> 0 THEN
+            RAISE EXCEPTION 'answer % of session % out of order', NEW.position, NEW.session_id
+                USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, grades)
+        VALUES (NEW.learner_id, NEW.studied_at, NEW.session_id, ARRAY[NEW.phrase_id],
+                ARRAY[NEW.grade]);
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER phrase_reviews_append INSTEAD OF INSERT ON phrase_reviews
+    FOR EACH ROW EXECUTE FUNCTION phrase_reviews_append();
+
+GRANT SELECT, INSERT ON phrase_reviews TO lingo_app;
 
 -- The due-day counts' update trigger (migration 20261127300001) in one statement instead of
 -- three: each (learner, language, day) gets the net change of the updated states (most of a

@@ -1123,10 +1123,71 @@ async fn the_review_log_moves_to_one_row_per_session_without_losing_an_answer() 
             ),
         ]
     );
-    let old_table: Option<String> =
-        sqlx::query_scalar("SELECT to_regclass('phrase_reviews')::text")
-            .fetch_one(&mut owner)
-            .await
-            .unwrap();
-    assert_eq!(old_table, None, "the old log is gone");
+    let old_log_kind: String = sqlx::query_scalar(
+        "SELECT relkind::text FROM pg_class WHERE oid = 'phrase_reviews'::regclass",
+    )
+    .fetch_one(&mut owner)
+    .await
+    .unwrap();
+    assert_eq!(old_log_kind, "v", "the old log is a view of the new one");
+}
+
+/// While a release rolls out, the previous release's pods still serve (deploy/README.md,
+/// "Releases"): its statements on `phrase_reviews` (copied from it) go through the view that
+/// migration 20261128100001 leaves in the table's place, as the service's runtime role.
+#[tokio::test]
+async fn the_previous_release_reads_and_writes_the_review_log_through_its_view() {
+    use sqlx::Connection;
+
+    let app = spawn_app().await;
+    let mut lingo_app = sqlx::PgConnection::connect(&app.db.url_for("lingo_app"))
+        .await
+        .unwrap();
+    let session = "00000000-0000-7000-8000-0000000000aa";
+    // The previous release's insert of a session's answers (a data-modifying CTE, UNNEST of the
+    // answers in position order), reduced to the log's part.
+    let insert = |phrase_ids: Vec<&'static str>, positions: Vec<i32>, grades: Vec<i16>| {
+        sqlx::query(
+            "WITH session AS (SELECT 'old-pod'::text AS learner_id,                     '2026-11-20T08:00:00Z'::timestamptz AS studied_at, $1::uuid AS id),                   answers AS (                     INSERT INTO phrase_reviews                       (learner_id, phrase_id, studied_at, session_id, position, grade)                     SELECT session.learner_id, a.phrase_id, session.studied_at, session.id,                       a.position, a.grade                     FROM session,                       UNNEST($2::text[], $3::int[], $4::smallint[]) AS a (phrase_id, position, grade))              SELECT 1",
+        )
+        .bind(session)
+        .bind(phrase_ids)
+        .bind(positions)
+        .bind(grades)
+    };
+    insert(vec!["p-a", "p-b", "p-a"], vec![0, 1, 2], vec![3, 1, 4])
+        .execute(&mut lingo_app)
+        .await
+        .unwrap();
+    let log: (Vec<String>, Vec<i16>) = sqlx::query_as(
+        "SELECT phrase_ids, grades FROM phrase_review_sessions WHERE learner_id = 'old-pod'",
+    )
+    .fetch_one(&mut lingo_app)
+    .await
+    .unwrap();
+    assert_eq!(
+        log,
+        (
+            vec!["p-a".into(), "p-b".into(), "p-a".into()],
+            vec![3, 1, 4]
+        )
+    );
+
+    // The previous release's read of a late session's history.
+    let history: Vec<(String, i16)> = sqlx::query_as(
+        "SELECT phrase_id, grade FROM phrase_reviews          WHERE learner_id = $1 AND phrase_id = ANY($2)          ORDER BY phrase_id, studied_at, session_id, position",
+    )
+    .bind("old-pod")
+    .bind(vec!["p-a"])
+    .fetch_all(&mut lingo_app)
+    .await
+    .unwrap();
+    assert_eq!(history, vec![("p-a".into(), 3), ("p-a".into(), 4)]);
+
+    // An answer out of order fails rather than landing in the wrong place.
+    let skipped = insert(vec!["p-c"], vec![5], vec![2])
+        .execute(&mut lingo_app)
+        .await;
+    assert!(skipped.is_err(), "{skipped:?}");
+    assert_eq!(app.count("phrase_review_sessions").await, 1);
 }
