@@ -1046,6 +1046,20 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
     .execute(&mut admin)
     .await
     .unwrap();
+    // Their totals, as sessions in those languages would have left them: a page reads the
+    // learner's languages there.
+    sqlx::query(
+        "INSERT INTO lingo.learner_language_totals (learner_id, language_code, sessions, \
+           total_duration_seconds, phrases_seen, phrases_correct, xp, first_studied_at, \
+           last_studied_at, updated_at, phrases_started) \
+         SELECT $1, language_code, 1, 60, count(*), count(*), 10, min(first_reviewed_at), \
+           max(last_reviewed_at), now(), count(*) \
+         FROM lingo.phrase_states WHERE learner_id = $1 GROUP BY language_code",
+    )
+    .bind(learner)
+    .execute(&mut admin)
+    .await
+    .unwrap();
     let ordered = |due_by: Option<DateTime<Utc>>| {
         sqlx::query_scalar::<_, String>(
             "SELECT s.phrase_id FROM lingo.phrase_states s JOIN lingo.phrases p \
