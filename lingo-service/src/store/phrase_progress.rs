@@ -458,36 +458,59 @@ fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// How many of the phrases of one row `d` of `phrase_due_days` are due at `now`, as an `integer`
-/// expression: all of a day before today's; of today's, those due by `now`. Today's are counted
-/// in `phrase_states` on the shorter side of `now`: from the day's start to `now` before noon,
-/// else the day's count less those due after `now` (to the next day's start). A learner's due
-/// times gather at the hours they study, so either side may hold most of a day's phrases; the
-/// shorter side reads half of them on average, and at most all, as counting from the day's start
-/// always did.
+/// expression: all of a day before today's; of today's, those due by `now`, counted in
+/// `phrase_states` on one side of `now`: from the day's start to `now` (the due ones), or after
+/// `now` to the next day's start (the day's count less those). A learner's due times gather at
+/// the hours they study, so one side may hold most of a day's phrases: the side the time of day
+/// suggests (the morning before noon, else the evening) is counted first, up to half the day's
+/// phrases; when it holds that many, the other side holds fewer and is counted instead. So
+/// today's part reads at most the day's phrases, as counting from the day's start always did,
+/// and often far fewer.
 fn push_due_of_day(sql: &mut QueryBuilder<'_, Postgres>, now: DateTime<Utc>) {
     let start = day_start(now);
+    let morning = now - start < TimeDelta::hours(12);
     sql.push("CASE WHEN d.due_day < ")
         .push_bind(start.date_naive())
-        .push(" THEN d.phrases ELSE ");
-    let counted = "(SELECT count(*)::integer FROM phrase_states s \
-         WHERE s.learner_id = d.learner_id AND s.language_code = d.language_code";
-    if now - start < TimeDelta::hours(12) {
-        sql.push(counted)
-            .push(" AND s.due_at > ")
+        .push(" THEN d.phrases ELSE (SELECT CASE WHEN side.n < (d.phrases + 1) / 2 THEN ")
+        .push(if morning { "side.n" } else { "d.phrases - side.n" })
+        .push(" ELSE ");
+    if !morning {
+        push_today_count(sql, "count(*)::integer", true, start, now);
+        sql.push(") END FROM (SELECT count(*)::integer AS n FROM ");
+        push_today_count(sql, "1", false, start, now);
+    } else {
+        sql.push("d.phrases - ");
+        push_today_count(sql, "count(*)::integer", false, start, now);
+        sql.push(") END FROM (SELECT count(*)::integer AS n FROM ");
+        push_today_count(sql, "1", true, start, now);
+    }
+    sql.push(" LIMIT (d.phrases + 1) / 2) AS first_side) AS side) END");
+}
+
+/// `(SELECT columns FROM phrase_states` of the learner and language of the row `d` due today up
+/// to `now` (`due`), or after `now` (not `due`); the statement is left open for a `LIMIT`.
+fn push_today_count(
+    sql: &mut QueryBuilder<'_, Postgres>,
+    columns: &str,
+    due: bool,
+    start: DateTime<Utc>,
+    now: DateTime<Utc>,
+) {
+    sql.push("(SELECT ").push(columns).push(
+        " FROM phrase_states s \
+         WHERE s.learner_id = d.learner_id AND s.language_code = d.language_code",
+    );
+    if due {
+        sql.push(" AND s.due_at >= ")
             .push_bind(start)
             .push(" AND s.due_at <= ")
-            .push_bind(now)
-            .push(")");
+            .push_bind(now);
     } else {
-        sql.push("d.phrases - ")
-            .push(counted)
-            .push(" AND s.due_at > ")
+        sql.push(" AND s.due_at > ")
             .push_bind(now)
             .push(" AND s.due_at < ")
-            .push_bind(start + TimeDelta::days(1))
-            .push(")");
+            .push_bind(start + TimeDelta::days(1));
     }
-    sql.push(" END");
 }
 
 /// `FROM phrase_due_days d WHERE` the rows of `learner_id` (in `language`, when given) for the

@@ -1027,8 +1027,10 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
     // A midnight, three days ago: its states are due the day before it to two days after it.
     let day = Utc::now().duration_trunc(Duration::days(1)).unwrap() - Duration::days(3);
     let mut admin = app.admin().await;
-    // Every phrase of three languages (two at each due time, the languages interleaved), and one
-    // state whose phrase the catalogue no longer has: pages leave it out, counts count it.
+    // Every phrase of three languages (two at each due time, the languages interleaved), one
+    // state whose phrase the catalogue no longer has (pages leave it out, counts count it), and
+    // the Italian phrases due together early on the day, the Portuguese late: at 06:00 and 13:00
+    // the side of the time counted first holds all of that language's day.
     sqlx::query(
         "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
            difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
@@ -1039,7 +1041,12 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
          FROM (SELECT id, language_code, row_number() OVER (ORDER BY language_code, id) AS n \
                FROM lingo.phrases WHERE language_code IN ('de', 'es', 'fr')) p \
          UNION ALL SELECT $1, 'ph-gone', 'es', 2, 5, $2 + interval '7 hours', 1, 1, 0, \
-           $2 - interval '9 days', $2 - interval '2 days', 3, now()",
+           $2 - interval '9 days', $2 - interval '2 days', 3, now() \
+         UNION ALL SELECT $1, id, language_code, 2, 5, $2 + CASE language_code \
+             WHEN 'it' THEN interval '1 hour' ELSE interval '22 hours' END \
+             + row_number() OVER (ORDER BY id) * interval '1 minute', 1, 1, 0, \
+           $2 - interval '9 days', $2 - interval '2 days', 3, now() \
+         FROM lingo.phrases WHERE language_code IN ('it', 'pt')",
     )
     .bind(learner)
     .bind(day)
@@ -1105,9 +1112,11 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
         0,
         1,
         3 * 3600 + 7,
+        6 * 3600,
         12 * 3600 - 1,
         12 * 3600,
         12 * 3600 + 1,
+        13 * 3600,
         86_399,
     ];
     let times = offsets
@@ -1131,7 +1140,7 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
         let ids: Vec<String> = page.into_iter().map(|p| p.phrase.id).collect();
         assert_eq!(ids, expected[..expected.len().min(20)], "at {now}");
         let by_language = due_by_language(&mut db, learner, now).await.unwrap();
-        for language in ["de", "es", "fr"] {
+        for language in ["de", "es", "fr", "it", "pt"] {
             let counted = due
                 .iter()
                 .find(|(l, _)| l == language)
