@@ -472,7 +472,11 @@ fn push_due_of_day(sql: &mut QueryBuilder<'_, Postgres>, now: DateTime<Utc>) {
     sql.push("CASE WHEN d.due_day < ")
         .push_bind(start.date_naive())
         .push(" THEN d.phrases ELSE (SELECT CASE WHEN side.n < (d.phrases + 1) / 2 THEN ")
-        .push(if morning { "side.n" } else { "d.phrases - side.n" })
+        .push(if morning {
+            "side.n"
+        } else {
+            "d.phrases - side.n"
+        })
         .push(" ELSE ");
     if !morning {
         push_today_count(sql, "count(*)::integer", true, start, now);
