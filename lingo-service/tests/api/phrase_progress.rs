@@ -887,132 +887,6 @@ async fn a_learners_reads_use_an_index_on_the_learner_never_a_scan_of_all_states
     }
 }
 
-#[tokio::test]
-async fn the_demo_learner_has_reviews_after_the_seed() {
-    let app = spawn_app().await;
-    let app_url = app.db.url_for("lingo_app");
-    let recorded = lingo_service::seed_demo_sessions(&app_url).await.unwrap();
-    assert!(recorded >= 10, "{recorded}");
-    assert_eq!(
-        lingo_service::seed_demo_sessions(&app_url).await.unwrap(),
-        0,
-        "once"
-    );
-    let demo = token("demo-learner");
-    let reviews = get_json(&app, REVIEWS, &demo).await;
-    assert!(reviews["due_total"].as_i64().unwrap() > 0, "{reviews}");
-    assert!(reviews["count"].as_i64().unwrap() > 0);
-    let progress = get_json(&app, "/v1/lingo/me/progress", &demo).await;
-    assert!(progress["totals"]["phrases_started"].as_i64().unwrap() >= 6);
-    assert!(progress["longest_streak_days"].as_i64().unwrap() >= 2);
-}
-
-/// Rows of `phrase_due_days` that differ from a count of `phrase_states` by due day.
-async fn due_days_drift(app: &TestApp) -> i64 {
-    let mut admin = app.admin().await;
-    sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT learner_id, language_code, \
-           (due_at AT TIME ZONE 'UTC')::date AS due_day, count(*)::int AS phrases \
-           FROM lingo.phrase_states GROUP BY 1, 2, 3) counted \
-         FULL JOIN lingo.phrase_due_days kept USING (learner_id, language_code, due_day) \
-         WHERE counted.phrases IS DISTINCT FROM kept.phrases",
-    )
-    .fetch_one(&mut admin)
-    .await
-    .unwrap()
-}
-
-async fn due_now(app: &TestApp, learner: &str, language: Option<&str>) -> i64 {
-    let mut admin = app.admin().await;
-    sqlx::query_scalar(
-        "SELECT count(*) FROM lingo.phrase_states WHERE learner_id = $1 \
-           AND ($2::text IS NULL OR language_code = $2) AND due_at <= now()",
-    )
-    .bind(learner)
-    .bind(language)
-    .fetch_one(&mut admin)
-    .await
-    .unwrap()
-}
-
-#[tokio::test]
-async fn due_counts_per_day_follow_every_write_and_give_the_due_totals() {
-    let app = spawn_app().await;
-    let learner = "days";
-    let bearer = token(learner);
-    let now = now_seconds() - Duration::minutes(5);
-    // Answers 25 to 1 days ago: some phrases fall due on past days, some today, some later;
-    // then late sessions move them again, and concurrent ones update the same days at once.
-    for days in [25i64, 20, 14, 9, 4, 1] {
-        let grade = if days % 2 == 0 { "again" } else { "good" };
-        let answers: Vec<(&str, bool, Option<&str>)> = ["ph-es-001", "ph-es-002", "ph-es-003"]
-            .into_iter()
-            .map(|p| (p, grade != "again", Some(grade)))
-            .chain([("ph-es-004", days > 10, None)])
-            .collect();
-        post_ok(
-            &app,
-            &bearer,
-            &answered("es", Some(now - Duration::days(days)), &answers),
-        )
-        .await;
-    }
-    post_ok(
-        &app,
-        &bearer,
-        &answered(
-            "fr",
-            Some(now - Duration::days(3)),
-            &[("ph-fr-001", false, None)],
-        ),
-    )
-    .await;
-    let late: Vec<Value> = [22i64, 12, 2]
-        .iter()
-        .map(|days| {
-            answered(
-                "es",
-                Some(now - Duration::days(*days)),
-                &[
-                    ("ph-es-001", true, Some("easy")),
-                    ("ph-es-005", false, None),
-                ],
-            )
-        })
-        .collect();
-    for response in join_all(late.iter().map(|body| app.post_session(&bearer, body))).await {
-        assert_eq!(response.status(), 201);
-    }
-    assert_eq!(due_days_drift(&app).await, 0);
-    assert!(app.count("phrase_due_days").await >= 2);
-
-    let reviews = get_json(&app, REVIEWS, &bearer).await;
-    let due = due_now(&app, learner, None).await;
-    assert!(due >= 2, "{reviews}");
-    assert_eq!(reviews["due_total"].as_i64(), Some(due), "{reviews}");
-    assert_eq!(reviews["count"].as_i64(), Some(due.min(20)));
-    let in_fr = get_json(&app, &format!("{REVIEWS}?language=fr"), &bearer).await;
-    assert_eq!(
-        in_fr["due_total"].as_i64(),
-        Some(due_now(&app, learner, Some("fr")).await)
-    );
-    let progress = get_json(&app, "/v1/lingo/me/progress", &bearer).await;
-    assert_eq!(progress["totals"]["phrases_due"].as_i64(), Some(due));
-
-    // A removal by the owner (the runtime role cannot delete) keeps the counts too.
-    let mut admin = app.admin().await;
-    sqlx::query("DELETE FROM lingo.phrase_states WHERE phrase_id = 'ph-es-001'")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    assert_eq!(due_days_drift(&app).await, 0);
-    sqlx::query("TRUNCATE lingo.phrase_states")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    assert_eq!(app.count("phrase_due_days").await, 0);
-}
-
 /// The due counts and pages at chosen times of one day, against plain counts and orderings of
 /// `phrase_states`: today's phrases are counted on either side of the time (before noon from the
 /// day's start, after it as the day's count less those still to come), and a page over all
@@ -1152,4 +1026,130 @@ async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
             assert_eq!(in_language, counted, "{language} at {now}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_demo_learner_has_reviews_after_the_seed() {
+    let app = spawn_app().await;
+    let app_url = app.db.url_for("lingo_app");
+    let recorded = lingo_service::seed_demo_sessions(&app_url).await.unwrap();
+    assert!(recorded >= 10, "{recorded}");
+    assert_eq!(
+        lingo_service::seed_demo_sessions(&app_url).await.unwrap(),
+        0,
+        "once"
+    );
+    let demo = token("demo-learner");
+    let reviews = get_json(&app, REVIEWS, &demo).await;
+    assert!(reviews["due_total"].as_i64().unwrap() > 0, "{reviews}");
+    assert!(reviews["count"].as_i64().unwrap() > 0);
+    let progress = get_json(&app, "/v1/lingo/me/progress", &demo).await;
+    assert!(progress["totals"]["phrases_started"].as_i64().unwrap() >= 6);
+    assert!(progress["longest_streak_days"].as_i64().unwrap() >= 2);
+}
+
+/// Rows of `phrase_due_days` that differ from a count of `phrase_states` by due day.
+async fn due_days_drift(app: &TestApp) -> i64 {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT learner_id, language_code, \
+           (due_at AT TIME ZONE 'UTC')::date AS due_day, count(*)::int AS phrases \
+           FROM lingo.phrase_states GROUP BY 1, 2, 3) counted \
+         FULL JOIN lingo.phrase_due_days kept USING (learner_id, language_code, due_day) \
+         WHERE counted.phrases IS DISTINCT FROM kept.phrases",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+}
+
+async fn due_now(app: &TestApp, learner: &str, language: Option<&str>) -> i64 {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT count(*) FROM lingo.phrase_states WHERE learner_id = $1 \
+           AND ($2::text IS NULL OR language_code = $2) AND due_at <= now()",
+    )
+    .bind(learner)
+    .bind(language)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn due_counts_per_day_follow_every_write_and_give_the_due_totals() {
+    let app = spawn_app().await;
+    let learner = "days";
+    let bearer = token(learner);
+    let now = now_seconds() - Duration::minutes(5);
+    // Answers 25 to 1 days ago: some phrases fall due on past days, some today, some later;
+    // then late sessions move them again, and concurrent ones update the same days at once.
+    for days in [25i64, 20, 14, 9, 4, 1] {
+        let grade = if days % 2 == 0 { "again" } else { "good" };
+        let answers: Vec<(&str, bool, Option<&str>)> = ["ph-es-001", "ph-es-002", "ph-es-003"]
+            .into_iter()
+            .map(|p| (p, grade != "again", Some(grade)))
+            .chain([("ph-es-004", days > 10, None)])
+            .collect();
+        post_ok(
+            &app,
+            &bearer,
+            &answered("es", Some(now - Duration::days(days)), &answers),
+        )
+        .await;
+    }
+    post_ok(
+        &app,
+        &bearer,
+        &answered(
+            "fr",
+            Some(now - Duration::days(3)),
+            &[("ph-fr-001", false, None)],
+        ),
+    )
+    .await;
+    let late: Vec<Value> = [22i64, 12, 2]
+        .iter()
+        .map(|days| {
+            answered(
+                "es",
+                Some(now - Duration::days(*days)),
+                &[
+                    ("ph-es-001", true, Some("easy")),
+                    ("ph-es-005", false, None),
+                ],
+            )
+        })
+        .collect();
+    for response in join_all(late.iter().map(|body| app.post_session(&bearer, body))).await {
+        assert_eq!(response.status(), 201);
+    }
+    assert_eq!(due_days_drift(&app).await, 0);
+    assert!(app.count("phrase_due_days").await >= 2);
+
+    let reviews = get_json(&app, REVIEWS, &bearer).await;
+    let due = due_now(&app, learner, None).await;
+    assert!(due >= 2, "{reviews}");
+    assert_eq!(reviews["due_total"].as_i64(), Some(due), "{reviews}");
+    assert_eq!(reviews["count"].as_i64(), Some(due.min(20)));
+    let in_fr = get_json(&app, &format!("{REVIEWS}?language=fr"), &bearer).await;
+    assert_eq!(
+        in_fr["due_total"].as_i64(),
+        Some(due_now(&app, learner, Some("fr")).await)
+    );
+    let progress = get_json(&app, "/v1/lingo/me/progress", &bearer).await;
+    assert_eq!(progress["totals"]["phrases_due"].as_i64(), Some(due));
+
+    // A removal by the owner (the runtime role cannot delete) keeps the counts too.
+    let mut admin = app.admin().await;
+    sqlx::query("DELETE FROM lingo.phrase_states WHERE phrase_id = 'ph-es-001'")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(due_days_drift(&app).await, 0);
+    sqlx::query("TRUNCATE lingo.phrase_states")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(app.count("phrase_due_days").await, 0);
 }
