@@ -902,14 +902,151 @@ async fn a_learners_reads_use_an_index_on_the_learner_never_a_scan_of_all_states
     )
     .await
     .unwrap();
-    assert_eq!(plans.len(), 5);
+    assert_eq!(plans.len(), 8);
     for plan in plans {
         assert!(!plan.contains("Seq Scan on phrase_states"), "{plan}");
-        assert!(
-            plan.contains("phrase_states_due_idx")
-                || plan.contains("phrase_states_language_due_idx"),
-            "{plan}"
-        );
+        assert!(plan.contains("phrase_states_language_due_idx"), "{plan}");
+    }
+}
+
+/// The due counts and pages at chosen times of one day, against plain counts and orderings of
+/// `phrase_states`: today's phrases are counted on either side of the time (before noon from the
+/// day's start, after it as the day's count less those still to come), and a page over all
+/// languages is a merge of per-language scans, which must interleave the languages exactly.
+#[tokio::test]
+async fn due_counts_and_pages_agree_with_plain_sql_at_every_time_of_day() {
+    use lingo_service::domain::phrase_progress::{MyPhrasesCursor, MyPhrasesFilter};
+    use lingo_service::store::phrase_progress::{due_by_language, list_for, reviews_for};
+
+    let app = spawn_app().await;
+    let learner = "clock";
+    // A midnight, three days ago: its states are due the day before it to two days after it.
+    let day = Utc::now().duration_trunc(Duration::days(1)).unwrap() - Duration::days(3);
+    let mut admin = app.admin().await;
+    // Every phrase of three languages (two at each due time, the languages interleaved), one
+    // state whose phrase the catalogue no longer has (pages leave it out, counts count it), and
+    // the Italian phrases due together early on the day, the Portuguese late: at 06:00 and 13:00
+    // the side of the time counted first holds all of that language's day.
+    sqlx::query(
+        "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
+           difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
+           last_grade, updated_at) \
+         SELECT $1, id, language_code, 2, 5, \
+           $2 - interval '1 day' + ((n / 2) * 97 % 4320) * interval '1 minute', 1, 1, 0, \
+           $2 - interval '9 days', $2 - interval '2 days', 3, now() \
+         FROM (SELECT id, language_code, row_number() OVER (ORDER BY language_code, id) AS n \
+               FROM lingo.phrases WHERE language_code IN ('de', 'es', 'fr')) p \
+         UNION ALL SELECT $1, 'ph-gone', 'es', 2, 5, $2 + interval '7 hours', 1, 1, 0, \
+           $2 - interval '9 days', $2 - interval '2 days', 3, now() \
+         UNION ALL SELECT $1, id, language_code, 2, 5, $2 + CASE language_code \
+             WHEN 'it' THEN interval '1 hour' ELSE interval '22 hours' END \
+             + row_number() OVER (ORDER BY id) * interval '1 minute', 1, 1, 0, \
+           $2 - interval '9 days', $2 - interval '2 days', 3, now() \
+         FROM lingo.phrases WHERE language_code IN ('it', 'pt')",
+    )
+    .bind(learner)
+    .bind(day)
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // Their totals, as sessions in those languages would have left them: a page reads the
+    // learner's languages there.
+    sqlx::query(
+        "INSERT INTO lingo.learner_language_totals (learner_id, language_code, sessions, \
+           total_duration_seconds, phrases_seen, phrases_correct, xp, first_studied_at, \
+           last_studied_at, updated_at, phrases_started) \
+         SELECT $1, language_code, 1, 60, count(*), count(*), 10, min(first_reviewed_at), \
+           max(last_reviewed_at), now(), count(*) \
+         FROM lingo.phrase_states WHERE learner_id = $1 GROUP BY language_code",
+    )
+    .bind(learner)
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let ordered = |due_by: Option<DateTime<Utc>>| {
+        sqlx::query_scalar::<_, String>(
+            "SELECT s.phrase_id FROM lingo.phrase_states s JOIN lingo.phrases p \
+               ON p.id = s.phrase_id WHERE s.learner_id = $1 \
+               AND ($2::timestamptz IS NULL OR s.due_at <= $2) ORDER BY s.due_at, s.phrase_id",
+        )
+        .bind(learner)
+        .bind(due_by)
+    };
+    let every = ordered(None).fetch_all(&mut admin).await.unwrap();
+    assert!(every.len() >= 60, "{}", every.len());
+
+    let mut db = lingo_service::db::connect_one(&app.db.url_for("lingo_app"))
+        .await
+        .unwrap();
+    // Every page of the whole list, seven at a time, by cursor.
+    let (mut walked, mut cursor) = (Vec::new(), None::<MyPhrasesCursor>);
+    let all = MyPhrasesFilter::default();
+    loop {
+        let page = list_for(&mut db, learner, &all, cursor.as_ref(), Utc::now(), 7)
+            .await
+            .unwrap();
+        walked.extend(page.iter().map(|p| p.phrase.id.clone()));
+        match page.last() {
+            Some(last) if page.len() == 7 => {
+                cursor = Some(MyPhrasesCursor::after(last.due_at, &last.phrase.id, &all));
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(walked, every);
+
+    // The boundaries of the day and of noon, a due time itself (due at `now` is due), others.
+    let a_due_time: DateTime<Utc> = sqlx::query_scalar(
+        "SELECT min(due_at) FROM lingo.phrase_states WHERE learner_id = $1 AND due_at > $2",
+    )
+    .bind(learner)
+    .bind(day + Duration::hours(15))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    let offsets = [
+        0,
+        1,
+        3 * 3600 + 7,
+        6 * 3600,
+        12 * 3600 - 1,
+        12 * 3600,
+        12 * 3600 + 1,
+        13 * 3600,
+        86_399,
+    ];
+    let times = offsets
+        .map(|s| day + Duration::seconds(s))
+        .into_iter()
+        .chain([a_due_time, a_due_time - Duration::seconds(1)]);
+    for now in times {
+        let due: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT language_code, count(*) FROM lingo.phrase_states \
+             WHERE learner_id = $1 AND due_at <= $2 GROUP BY 1 ORDER BY 1",
+        )
+        .bind(learner)
+        .bind(now)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        let total: i64 = due.iter().map(|(_, n)| n).sum();
+        let (page, due_total) = reviews_for(&mut db, learner, None, now, 20).await.unwrap();
+        assert_eq!(due_total, total, "at {now}");
+        let expected = ordered(Some(now)).fetch_all(&mut admin).await.unwrap();
+        let ids: Vec<String> = page.into_iter().map(|p| p.phrase.id).collect();
+        assert_eq!(ids, expected[..expected.len().min(20)], "at {now}");
+        let by_language = due_by_language(&mut db, learner, now).await.unwrap();
+        for language in ["de", "es", "fr", "it", "pt"] {
+            let counted = due
+                .iter()
+                .find(|(l, _)| l == language)
+                .map_or(0, |(_, n)| *n);
+            assert_eq!(by_language.get(language).copied().unwrap_or(0), counted);
+            let (_, in_language) = reviews_for(&mut db, learner, Some(language), now, 5)
+                .await
+                .unwrap();
+            assert_eq!(in_language, counted, "{language} at {now}");
+        }
     }
 }
 
