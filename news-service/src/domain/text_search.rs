@@ -237,27 +237,65 @@ pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
 /// The `[start, end)` code-point spans of the words of `text` whose lexeme is in `lexemes`, or
 /// `None` when the text is not modelled.
 pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option<Vec<[usize; 2]>> {
-    // Stemming is most of the cost, and most words cannot match: a Snowball stemmer (English,
-    // Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
-    // that starts with an ASCII letter or digit keeps that first character (lower case) in its
-    // lexeme. Words starting with anything else are always folded.
-    let firsts: HashSet<char> = lexemes.iter().filter_map(|l| l.chars().next()).collect();
-    let may_match = |word: &str| {
+    Marker::new(folding, lexemes).marks(text)
+}
+
+/// Marks the words of several texts for one query and language (a search page's fields),
+/// remembering each distinct word's answer: news text repeats its words (the query's among
+/// them, in every hit), and stemming is most of the cost. Lives as long as one page.
+pub struct Marker<'a> {
+    folding: &'a Folding,
+    lexemes: &'a HashSet<String>,
+    /// The first characters of the lexemes (see [`Marker::may_match`]).
+    firsts: HashSet<char>,
+    /// Whether a word (as written) folds to one of the lexemes.
+    seen: HashMap<Box<str>, bool>,
+}
+
+impl<'a> Marker<'a> {
+    pub fn new(folding: &'a Folding, lexemes: &'a HashSet<String>) -> Self {
+        Self {
+            folding,
+            lexemes,
+            firsts: lexemes.iter().filter_map(|l| l.chars().next()).collect(),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether a word can fold to one of the lexemes at all. A Snowball stemmer (English,
+    /// Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
+    /// that starts with an ASCII letter or digit keeps that first character (lower case) in its
+    /// lexeme. Words starting with anything else are always folded.
+    fn may_match(&self, word: &str) -> bool {
         word.chars()
             .next()
             .filter(char::is_ascii_alphanumeric)
-            .is_none_or(|c| firsts.contains(&c.to_ascii_lowercase()))
-    };
-    Some(
-        word_spans(text)?
-            .into_iter()
-            .filter(|w| {
-                may_match(w.text)
-                    && folding.with_lexeme(w.text, |lexeme| lexemes.contains(lexeme)) == Some(true)
-            })
-            .map(|w| [w.start, w.end])
-            .collect(),
-    )
+            .is_none_or(|c| self.firsts.contains(&c.to_ascii_lowercase()))
+    }
+
+    fn matches(&mut self, word: &str) -> bool {
+        if !self.may_match(word) {
+            return false;
+        }
+        if let Some(known) = self.seen.get(word) {
+            return *known;
+        }
+        let lexemes = self.lexemes;
+        let found = self.folding.with_lexeme(word, |l| lexemes.contains(l)) == Some(true);
+        self.seen.insert(word.into(), found);
+        found
+    }
+
+    /// As [`marks`].
+    pub fn marks(&mut self, text: &str) -> Option<Vec<[usize; 2]>> {
+        Some(
+            word_spans(text)?
+                .into_iter()
+                .filter(|w| self.matches(w.text))
+                .map(|w| [w.start, w.end])
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -300,6 +338,22 @@ mod tests {
         let spans = marks(text, &english(), &lexemes(&["cafe"])).unwrap();
         assert_eq!(marked(text, &spans), ["Cafe\u{301}", "CAFÉ", "cafés"]);
         assert_eq!(spans[0], [2, 7]);
+    }
+
+    #[test]
+    fn a_marker_that_remembers_words_marks_as_a_fresh_one() {
+        let en = english();
+        let wanted = lexemes(&["offici", "elect"]);
+        let mut marker = Marker::new(&en, &wanted);
+        let texts = [
+            "Officials said the election was fair.",
+            "officials, Elections and an officer: official elect",
+            "Officials said the election was fair.",
+            "see example.com",
+        ];
+        for text in texts {
+            assert_eq!(marker.marks(text), marks(text, &en, &wanted), "{text}");
+        }
     }
 
     #[test]

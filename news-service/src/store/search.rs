@@ -23,7 +23,7 @@ use crate::domain::search::{
     query_lexemes, query_words, respell, restrict_to_weight,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
-use crate::domain::text_search::{self, Folding};
+use crate::domain::text_search::{Folding, Marker};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -471,6 +471,7 @@ async fn hits(
     languages: &[LanguageQuery],
 ) -> Result<Vec<SearchHit>> {
     let marking = Marking::new(languages);
+    let mut markers = marking.markers();
     let mut found = Vec::with_capacity(read.len());
     let mut left = Vec::new();
     for ReadHit {
@@ -493,7 +494,7 @@ async fn hits(
         let mut highlights = Vec::new();
         for (field, text) in fields {
             let Some(text) = text else { continue };
-            match marking.fragment(&columns.language, text) {
+            match markers.fragment(&columns.language, text) {
                 Some(fragment) => highlights.push(Highlight {
                     field,
                     text: fragment.text,
@@ -542,12 +543,28 @@ impl Marking {
         Self { languages }
     }
 
+    /// A marker per modelled language, for one page's fields.
+    fn markers(&self) -> Markers<'_> {
+        Markers(
+            self.languages
+                .iter()
+                .map(|(language, (folding, lexemes))| {
+                    (language.as_str(), Marker::new(folding, lexemes))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The markers of one page, per language (they remember the words they have seen).
+struct Markers<'a>(HashMap<&'a str, Marker<'a>>);
+
+impl Markers<'_> {
     /// The highlight of a field whose stored vector holds a query lexeme, or `None` when the
     /// model does not cover the language or the text, or marks nothing there (a stemmer
     /// differing from PostgreSQL's): then `ts_headline` decides.
-    fn fragment(&self, language: &str, text: &str) -> Option<highlight::Fragment> {
-        let (folding, lexemes) = self.languages.get(language)?;
-        let marks = text_search::marks(text, folding, lexemes)?;
+    fn fragment(&mut self, language: &str, text: &str) -> Option<highlight::Fragment> {
+        let marks = self.0.get_mut(language)?.marks(text)?;
         highlight::fragment_at(text, &marks)
     }
 }
