@@ -135,14 +135,15 @@ pub fn window_query(
     qb
 }
 
-/// The statement of [`window_query`]: `id`, `published_at` and `score` of the window's rows.
+/// The statement of [`window_query`]: `ctid`, `id`, `published_at` and `score` of the window's
+/// rows.
 fn push_window(
     qb: &mut QueryBuilder<'static, Postgres>,
     languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
 ) {
-    qb.push("SELECT a.id, a.published_at, ");
+    qb.push("SELECT a.ctid AS tid, a.id, a.published_at, ");
     push_score(qb, languages);
     qb.push(" AS score FROM articles a WHERE ");
     push_match(qb, languages);
@@ -193,6 +194,9 @@ pub fn ranked_hits_query(
         |qb| {
             qb.push("WITH w AS MATERIALIZED (");
             push_window(qb, languages, filters, window_end);
+            // The page's rows are read back at the `ctid` the window found them at (a TID scan,
+            // not a lookup in the id index per row): one statement, one snapshot, so it is the
+            // same row version.
             // The list order (`Position::list_order`): ids compare as Rust compares them
             // (bytes, the "C" collation), whatever the database's collation.
             qb.push("), page AS (SELECT * FROM w");
@@ -210,7 +214,7 @@ pub fn ranked_hits_query(
                 .push(
                     ") SELECT a.*, page.score AS rank_score, \
                  e.published_at AS window_end_at, e.id AS window_end_id \
-                 FROM page JOIN articles a ON a.id = page.id \
+                 FROM page JOIN articles a ON a.ctid = page.tid \
                  CROSS JOIN (SELECT w.published_at, w.id FROM w \
                              ORDER BY w.published_at, w.id LIMIT 1) e",
                 );
