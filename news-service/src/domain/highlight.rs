@@ -40,11 +40,12 @@ pub fn fragment(marked: &str) -> Option<Fragment> {
 /// cut to length; `None` when nothing is marked. Marker characters in the text become
 /// [`REPLACEMENT`], as in a fragment `ts_headline` marked.
 pub fn fragment_at(text: &str, marks: &[[usize; 2]]) -> Option<Fragment> {
-    if marks.is_empty() {
-        return None;
-    }
+    let first_mark = marks.first()?[0];
+    // The cut reads at most one character past the farthest end a fragment around the first
+    // mark can have: the rest of a long body is not copied.
     let chars: Vec<char> = text
         .chars()
+        .take(first_mark + MAX_FRAGMENT_CHARS + 1)
         .map(|c| {
             if c == START || c == STOP {
                 REPLACEMENT
@@ -168,6 +169,53 @@ mod tests {
         .unwrap();
         assert_eq!(from_marks, from_markers);
         assert_eq!(fragment_at("text", &[]), None);
+    }
+
+    #[test]
+    fn a_long_text_cut_from_marks_is_the_one_cut_from_markers() {
+        // Marks near the start, in the middle and at the very end of a long text, words with
+        // combining accents at the cut.
+        let words: Vec<String> = (0..300)
+            .map(|i| {
+                if i % 7 == 0 {
+                    "cafe\u{301}".to_owned()
+                } else {
+                    format!("w{i}")
+                }
+            })
+            .collect();
+        let text = words.join(" ");
+        let starts: Vec<usize> = words
+            .iter()
+            .scan(0, |at, w| {
+                let start = *at;
+                *at += w.chars().count() + 1;
+                Some(start)
+            })
+            .collect();
+        for first in [0, 5, 150, 299] {
+            let marked_words: Vec<usize> = (first..300).step_by(3).collect();
+            let marks: Vec<[usize; 2]> = marked_words
+                .iter()
+                .map(|&w| [starts[w], starts[w] + words[w].chars().count()])
+                .collect();
+            let with_markers: Vec<String> = words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    if marked_words.contains(&i) {
+                        format!("{START}{w}{STOP}")
+                    } else {
+                        w.clone()
+                    }
+                })
+                .collect();
+            assert_eq!(
+                fragment_at(&text, &marks),
+                fragment(&with_markers.join(" ")),
+                "first mark on word {first}"
+            );
+        }
     }
 
     #[test]

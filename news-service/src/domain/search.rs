@@ -136,18 +136,6 @@ impl Position {
     }
 }
 
-/// The ranked window's rows after `after` (all of them on page 1), in list order.
-pub fn rank_window(mut rows: Vec<Position>, after: Option<&Position>) -> Vec<Position> {
-    rows.sort_by(Position::list_order);
-    match after {
-        Some(after) => rows
-            .into_iter()
-            .filter(|row| row.list_order(after) == Ordering::Greater)
-            .collect(),
-        None => rows,
-    }
-}
-
 /// Which list a cursor belongs to: only this one value, so an article-list cursor (whose `k` is
 /// another letter) fails to decode here, and a search cursor fails there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -600,13 +588,18 @@ mod tests {
             pos(2, 9, "d"),
             pos(3, 5, "e"),
         ];
-        let ids = |rows: Vec<Position>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
-        assert_eq!(
-            ids(rank_window(rows.clone(), None)),
-            ["e", "c", "b", "d", "a"]
-        );
+        let ids = |mut rows: Vec<Position>| {
+            rows.sort_by(Position::list_order);
+            rows.into_iter().map(|r| r.id).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(rows.clone()), ["e", "c", "b", "d", "a"]);
+        // A cursor's rows are those after its last one.
         let after = pos(3, 5, "c");
-        assert_eq!(ids(rank_window(rows, Some(&after))), ["b", "d", "a"]);
+        let later = rows
+            .into_iter()
+            .filter(|row| row.list_order(&after) == Ordering::Greater)
+            .collect();
+        assert_eq!(ids(later), ["b", "d", "a"]);
     }
 
     #[test]

@@ -157,79 +157,89 @@ pub struct Word<'a> {
     pub text: &'a str,
 }
 
-fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || !c.is_ascii()
+/// The parser's word characters, read byte by byte: every non-ASCII character is one (so are
+/// all the bytes of its UTF-8 encoding), and every separator the model knows is ASCII.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || !b.is_ascii()
 }
 
-/// Where the run of word characters from `i` ends.
-fn word_run_end(chars: &[char], mut i: usize) -> usize {
-    while i < chars.len() && is_word_char(chars[i]) {
+/// Whether a byte starts a character (is not a UTF-8 continuation byte).
+fn starts_char(b: u8) -> bool {
+    b & 0xC0 != 0x80
+}
+
+/// Where the run of word bytes from byte `i` ends, and how many characters it holds.
+fn word_run_end(bytes: &[u8], mut i: usize) -> (usize, usize) {
+    let mut chars = 0;
+    while i < bytes.len() && is_word_byte(bytes[i]) {
+        chars += usize::from(starts_char(bytes[i]));
         i += 1;
     }
-    i
+    (i, chars)
 }
 
 /// A `.` and a digit at `i`: after a number, the parser reads a decimal (`12.5`, one token).
-fn starts_decimals(chars: &[char], i: usize) -> bool {
-    chars.get(i) == Some(&'.') && chars.get(i + 1).is_some_and(char::is_ascii_digit)
+fn starts_decimals(bytes: &[u8], i: usize) -> bool {
+    bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
 }
 
-/// The end of a decimal number's fraction starting at the `.` at `i`, or `None` for what the
-/// model leaves to PostgreSQL: letters in the fraction (`1.5e3`) or a second `.` and digit (a
-/// version number, `8.3.0`).
-fn decimal_end(chars: &[char], i: usize) -> Option<usize> {
-    let end = word_run_end(chars, i + 1);
-    let digits_only = chars[i + 1..end].iter().all(char::is_ascii_digit);
-    (digits_only && !starts_decimals(chars, end)).then_some(end)
+/// The end of a decimal number's fraction starting at the `.` at byte `i` (all ASCII, so bytes
+/// are characters), or `None` for what the model leaves to PostgreSQL: letters in the fraction
+/// (`1.5e3`) or a second `.` and digit (a version number, `8.3.0`).
+fn decimal_end(bytes: &[u8], i: usize) -> Option<usize> {
+    let (end, _) = word_run_end(bytes, i + 1);
+    let digits_only = bytes[i + 1..end].iter().all(u8::is_ascii_digit);
+    (digits_only && !starts_decimals(bytes, end)).then_some(end)
 }
 
 /// The words of `text` in order (the parts of a hyphenated word as words), or `None` when the
-/// text holds something this model does not cover (module docs).
+/// text holds something this model does not cover (module docs). One pass over the bytes,
+/// counting characters for the spans.
 pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
-    let chars: Vec<char> = text.chars().collect();
-    // Where each character starts in `text` (and where it ends), to slice the words out of it.
-    let bytes: Vec<usize> = text
-        .char_indices()
-        .map(|(b, _)| b)
-        .chain([text.len()])
-        .collect();
+    let bytes = text.as_bytes();
     let mut words = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if is_word_char(c) {
-            let start = i;
-            i = word_run_end(&chars, i);
-            if chars[start..i].iter().all(char::is_ascii_digit) && starts_decimals(&chars, i) {
-                i = decimal_end(&chars, i)?;
+    // The byte at `i` starts character number `at`.
+    let (mut i, mut at) = (0, 0);
+    while i < bytes.len() {
+        if is_word_byte(bytes[i]) {
+            let start = (i, at);
+            let (mut end, mut chars) = word_run_end(bytes, i);
+            if bytes[i..end].iter().all(u8::is_ascii_digit) && starts_decimals(bytes, end) {
+                let fraction_end = decimal_end(bytes, end)?;
+                chars += fraction_end - end;
+                end = fraction_end;
             }
-            if i - start > MAX_WORD_CHARS {
+            if chars > MAX_WORD_CHARS {
                 return None;
             }
+            (i, at) = (end, at + chars);
             words.push(Word {
-                start,
-                end: i,
-                text: &text[bytes[start]..bytes[i]],
+                start: start.1,
+                end: at,
+                text: &text[start.0..end],
             });
             continue;
         }
-        let before = i.checked_sub(1).map(|j| chars[j]);
-        let after = chars.get(i + 1).copied();
-        let next_is_word = after.is_some_and(is_word_char);
-        let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
-        let modelled = match c {
-            ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' => true,
-            ',' | ';' | '!' | '?' | '"' | '\'' | '(' | ')' => true,
-            ':' => !next_is_word,
-            '.' => !next_is_word,
-            '%' => true,
-            '-' => !digit(before) && !digit(after),
+        // Not a word byte: an ASCII character, whose neighbours are the bytes beside it (a
+        // non-ASCII neighbour is a word character and no digit, whichever of its bytes is read).
+        let before = i.checked_sub(1).map(|j| bytes[j]);
+        let after = bytes.get(i + 1).copied();
+        let next_is_word = after.is_some_and(is_word_byte);
+        let digit = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_digit());
+        let modelled = match bytes[i] {
+            b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c' => true,
+            b',' | b';' | b'!' | b'?' | b'"' | b'\'' | b'(' | b')' => true,
+            b':' => !next_is_word,
+            b'.' => !next_is_word,
+            b'%' => true,
+            b'-' => !digit(before) && !digit(after),
             _ => false,
         };
         if !modelled {
             return None;
         }
         i += 1;
+        at += 1;
     }
     Some(words)
 }
@@ -237,27 +247,65 @@ pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
 /// The `[start, end)` code-point spans of the words of `text` whose lexeme is in `lexemes`, or
 /// `None` when the text is not modelled.
 pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option<Vec<[usize; 2]>> {
-    // Stemming is most of the cost, and most words cannot match: a Snowball stemmer (English,
-    // Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
-    // that starts with an ASCII letter or digit keeps that first character (lower case) in its
-    // lexeme. Words starting with anything else are always folded.
-    let firsts: HashSet<char> = lexemes.iter().filter_map(|l| l.chars().next()).collect();
-    let may_match = |word: &str| {
+    Marker::new(folding, lexemes).marks(text)
+}
+
+/// Marks the words of several texts for one query and language (a search page's fields),
+/// remembering each distinct word's answer: news text repeats its words (the query's among
+/// them, in every hit), and stemming is most of the cost. Lives as long as one page.
+pub struct Marker<'a> {
+    folding: &'a Folding,
+    lexemes: &'a HashSet<String>,
+    /// The first characters of the lexemes (see [`Marker::may_match`]).
+    firsts: HashSet<char>,
+    /// Whether a word (as written) folds to one of the lexemes.
+    seen: HashMap<Box<str>, bool>,
+}
+
+impl<'a> Marker<'a> {
+    pub fn new(folding: &'a Folding, lexemes: &'a HashSet<String>) -> Self {
+        Self {
+            folding,
+            lexemes,
+            firsts: lexemes.iter().filter_map(|l| l.chars().next()).collect(),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether a word can fold to one of the lexemes at all. A Snowball stemmer (English,
+    /// Spanish) only rewrites a word's end, and the `simple` dictionary only its case, so a word
+    /// that starts with an ASCII letter or digit keeps that first character (lower case) in its
+    /// lexeme. Words starting with anything else are always folded.
+    fn may_match(&self, word: &str) -> bool {
         word.chars()
             .next()
             .filter(char::is_ascii_alphanumeric)
-            .is_none_or(|c| firsts.contains(&c.to_ascii_lowercase()))
-    };
-    Some(
-        word_spans(text)?
-            .into_iter()
-            .filter(|w| {
-                may_match(w.text)
-                    && folding.with_lexeme(w.text, |lexeme| lexemes.contains(lexeme)) == Some(true)
-            })
-            .map(|w| [w.start, w.end])
-            .collect(),
-    )
+            .is_none_or(|c| self.firsts.contains(&c.to_ascii_lowercase()))
+    }
+
+    fn matches(&mut self, word: &str) -> bool {
+        if !self.may_match(word) {
+            return false;
+        }
+        if let Some(known) = self.seen.get(word) {
+            return *known;
+        }
+        let lexemes = self.lexemes;
+        let found = self.folding.with_lexeme(word, |l| lexemes.contains(l)) == Some(true);
+        self.seen.insert(word.into(), found);
+        found
+    }
+
+    /// As [`marks`].
+    pub fn marks(&mut self, text: &str) -> Option<Vec<[usize; 2]>> {
+        Some(
+            word_spans(text)?
+                .into_iter()
+                .filter(|w| self.matches(w.text))
+                .map(|w| [w.start, w.end])
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -300,6 +348,22 @@ mod tests {
         let spans = marks(text, &english(), &lexemes(&["cafe"])).unwrap();
         assert_eq!(marked(text, &spans), ["Cafe\u{301}", "CAFÉ", "cafés"]);
         assert_eq!(spans[0], [2, 7]);
+    }
+
+    #[test]
+    fn a_marker_that_remembers_words_marks_as_a_fresh_one() {
+        let en = english();
+        let wanted = lexemes(&["offici", "elect"]);
+        let mut marker = Marker::new(&en, &wanted);
+        let texts = [
+            "Officials said the election was fair.",
+            "officials, Elections and an officer: official elect",
+            "Officials said the election was fair.",
+            "see example.com",
+        ];
+        for text in texts {
+            assert_eq!(marker.marks(text), marks(text, &en, &wanted), "{text}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 
@@ -19,10 +20,10 @@ use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
-    query_lexemes, query_words, rank_window, respell, restrict_to_weight,
+    query_lexemes, query_words, respell, restrict_to_weight,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
-use crate::domain::text_search::{self, Folding};
+use crate::domain::text_search::{Folding, Marker};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -71,23 +72,6 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
         .into_iter()
         .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
         .collect())
-}
-
-#[derive(Debug, FromRow)]
-struct PositionRow {
-    id: String,
-    published_at: DateTime<Utc>,
-    score: i16,
-}
-
-impl From<PositionRow> for Position {
-    fn from(row: PositionRow) -> Self {
-        Self {
-            score: row.score,
-            published_at: row.published_at,
-            id: row.id,
-        }
-    }
 }
 
 /// `(a.language = $l AND a.search_vector @@ $q::tsquery) OR ...` over the languages.
@@ -147,11 +131,23 @@ pub fn window_query(
     window_end: Option<&(DateTime<Utc>, String)>,
 ) -> QueryBuilder<'static, Postgres> {
     let mut qb = QueryBuilder::new(prefix);
-    qb.push("SELECT a.id, a.published_at, ");
-    push_score(&mut qb, languages);
+    push_window(&mut qb, languages, filters, window_end);
+    qb
+}
+
+/// The statement of [`window_query`]: `ctid`, `id`, `published_at` and `score` of the window's
+/// rows.
+fn push_window(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    languages: &[LanguageQuery],
+    filters: &Filters,
+    window_end: Option<&(DateTime<Utc>, String)>,
+) {
+    qb.push("SELECT a.ctid AS tid, a.id, a.published_at, ");
+    push_score(qb, languages);
     qb.push(" AS score FROM articles a WHERE ");
-    push_match(&mut qb, languages);
-    push_filters(&mut qb, filters);
+    push_match(qb, languages);
+    push_filters(qb, filters);
     if let Some((published_at, id)) = window_end {
         // The plain `published_at` bound is implied by the row comparison, but PostgreSQL can
         // estimate only the plain one from its statistics; with the row comparison alone it
@@ -175,22 +171,71 @@ pub fn window_query(
     };
     qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
         .push_bind(limit);
-    qb
 }
 
-/// `SELECT <columns> FROM articles a` for the matches newest first, strictly before `before`
-/// when given.
+/// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
+/// [`window_query`]) scored and ranked in PostgreSQL, cut to the `wanted` rows after `after` in
+/// list order, with their items, what their highlights need (as [`newest_hits_query`]), and the
+/// window's oldest row (its end, which page 1's cursor keeps). Only the page's rows leave the
+/// database, where the whole window (up to 1,000 rows) used to be decoded and ranked here.
+/// `prefix` as above.
+pub fn ranked_hits_query(
+    prefix: &str,
+    languages: &[LanguageQuery],
+    filters: &Filters,
+    window_end: Option<&(DateTime<Utc>, String)>,
+    after: Option<&Position>,
+    wanted: i64,
+    viewer: Option<&str>,
+) -> QueryBuilder<'static, Postgres> {
+    articles::items_query(
+        prefix,
+        viewer,
+        |qb| {
+            qb.push("WITH w AS MATERIALIZED (");
+            push_window(qb, languages, filters, window_end);
+            // The page's rows are read back at the `ctid` the window found them at (a TID scan,
+            // not a lookup in the id index per row): one statement, one snapshot, so it is the
+            // same row version.
+            // The list order (`Position::list_order`): ids compare as Rust compares them
+            // (bytes, the "C" collation), whatever the database's collation.
+            qb.push("), page AS (SELECT * FROM w");
+            if let Some(after) = after {
+                qb.push(" WHERE (w.score, w.published_at, w.id COLLATE \"C\") < (")
+                    .push_bind(after.score)
+                    .push(", ")
+                    .push_bind(after.published_at)
+                    .push(", ")
+                    .push_bind(after.id.clone())
+                    .push(")");
+            }
+            qb.push(" ORDER BY w.score DESC, w.published_at DESC, w.id COLLATE \"C\" DESC LIMIT ")
+                .push_bind(wanted)
+                .push(
+                    ") SELECT a.*, page.score AS rank_score, \
+                 e.published_at AS window_end_at, e.id AS window_end_id \
+                 FROM page JOIN articles a ON a.ctid = page.tid \
+                 CROSS JOIN (SELECT w.published_at, w.id FROM w \
+                             ORDER BY w.published_at, w.id LIMIT 1) e",
+                );
+        },
+        |qb| {
+            qb.push("a.rank_score, a.window_end_at, a.window_end_id, ");
+            push_hit_columns(qb, languages);
+        },
+    )
+}
+
+/// `SELECT * FROM articles a` for the matches newest first, strictly before `before` when
+/// given.
 fn push_newest(
     qb: &mut QueryBuilder<'static, Postgres>,
-    columns: &str,
     languages: &[LanguageQuery],
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
 ) {
-    qb.push("SELECT ")
-        .push(columns)
-        .push(" FROM articles a WHERE ");
+    qb.push("SELECT * FROM articles a WHERE ");
     push_match(qb, languages);
     push_filters(qb, filters);
     if let Some((published_at, id)) = before {
@@ -204,27 +249,8 @@ fn push_newest(
         .push_bind(limit);
 }
 
-/// Matches newest first (score 0), strictly before `before` when given. `prefix` as above.
-pub fn newest_query(
-    prefix: &str,
-    languages: &[LanguageQuery],
-    filters: &Filters,
-    before: Option<&(DateTime<Utc>, String)>,
-    limit: i64,
-) -> QueryBuilder<'static, Postgres> {
-    let mut qb = QueryBuilder::new(prefix);
-    push_newest(
-        &mut qb,
-        "a.id, a.published_at, 0::smallint AS score",
-        languages,
-        filters,
-        before,
-        limit,
-    );
-    qb
-}
-
-/// A `sort=newest` page in one statement: the matches of [`newest_query`] with their items and
+/// A `sort=newest` page in one statement: the matches newest first (strictly before `before`
+/// when given) with their items and
 /// what their highlights need (no second statement to read the items by id). `prefix` as above.
 pub fn newest_hits_query(
     prefix: &str,
@@ -237,68 +263,122 @@ pub fn newest_hits_query(
     articles::items_query(
         prefix,
         viewer,
-        |qb| push_newest(qb, "*", languages, filters, before, limit),
+        |qb| push_newest(qb, languages, filters, before, limit),
         |qb| push_hit_columns(qb, languages),
     )
 }
 
-async fn positions(
-    pool: &PgPool,
-    mut qb: QueryBuilder<'static, Postgres>,
-) -> Result<Vec<Position>> {
-    // Not prepared once and kept: each search is planned with its own words' frequencies.
-    let rows: Vec<PositionRow> = qb
-        .build_query_as()
-        .persistent(false)
-        .fetch_all(pool)
-        .await?;
-    Ok(rows.into_iter().map(Position::from).collect())
+/// A match as its page's statement read it: its place in the list, its item, and what its
+/// highlights need.
+struct ReadHit {
+    position: Position,
+    item: ArticleItem,
+    columns: HitColumns,
 }
 
-/// The rows of a `sort=relevance` page (and one more, to know whether another page follows) in
-/// list order, and the ranked window's end its cursor keeps.
-async fn ranked_rows(
+/// Runs a page statement whose extra columns are `T`, each row's place taken from the row.
+async fn read_hits<T>(
+    pool: &PgPool,
+    mut qb: QueryBuilder<'static, Postgres>,
+    mut split: impl FnMut(T) -> (i16, HitColumns),
+) -> Result<Vec<ReadHit>>
+where
+    T: for<'r> FromRow<'r, PgRow>,
+{
+    // Not prepared once and kept: each search is planned with its own words' frequencies.
+    let read: Vec<(ArticleItem, T)> =
+        articles::fetch_items(pool, qb.build().persistent(false)).await?;
+    Ok(read
+        .into_iter()
+        .map(|(item, extra)| {
+            let (score, columns) = split(extra);
+            ReadHit {
+                position: Position {
+                    score,
+                    published_at: item.published_at,
+                    id: item.id.clone(),
+                },
+                item,
+                columns,
+            }
+        })
+        .collect())
+}
+
+/// Matches newest first (score 0), strictly before `before` when given, with their items.
+async fn newest_hits(
+    pool: &PgPool,
+    spec: &SearchSpec,
+    languages: &[LanguageQuery],
+    before: Option<&(DateTime<Utc>, String)>,
+    wanted: usize,
+    viewer: Option<&str>,
+) -> Result<Vec<ReadHit>> {
+    let qb = newest_hits_query("", languages, &spec.filters, before, wanted as i64, viewer);
+    read_hits(pool, qb, |columns: HitColumns| (0, columns)).await
+}
+
+/// What [`ranked_hits_query`] reads beside a hit's item.
+#[derive(Debug, FromRow)]
+struct RankedColumns {
+    rank_score: i16,
+    window_end_at: DateTime<Utc>,
+    window_end_id: String,
+    #[sqlx(flatten)]
+    hit: HitColumns,
+}
+
+/// The hits of a `sort=relevance` page (and one more, to know whether another page follows),
+/// and the ranked window's end its cursor keeps.
+async fn ranked_hits(
     pool: &PgPool,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     wanted: usize,
-) -> Result<(Vec<Position>, Option<(DateTime<Utc>, String)>)> {
-    let key = |p: &Position| (p.published_at, p.id.clone());
+    viewer: Option<&str>,
+) -> Result<(Vec<ReadHit>, Option<(DateTime<Utc>, String)>)> {
     let mut window_end = spec.window_end.clone();
-    let mut rows = Vec::new();
-    // Page 1's window holds every match when it is not full: then nothing is older, and a rare
-    // query is spared a second index scan.
+    let mut hits = Vec::new();
+    // Page 1's window holds every match when the page is not full: `wanted` is at most a page
+    // and one row, far fewer than the window's `RANKED_MATCHES`, so the window was not full
+    // either; then nothing is older, and a rare query is spared a second index scan.
+    debug_assert!(wanted as i64 <= RANKED_MATCHES);
     let mut all_matches = false;
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
-        let qb = window_query("", languages, &spec.filters, window_end.as_ref());
-        let window = positions(pool, qb).await?;
+        let qb = ranked_hits_query(
+            "",
+            languages,
+            &spec.filters,
+            window_end.as_ref(),
+            spec.after.as_ref(),
+            wanted as i64,
+            viewer,
+        );
+        let mut end = None;
+        hits = read_hits(pool, qb, |ranked: RankedColumns| {
+            end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
+            (ranked.rank_score, ranked.hit)
+        })
+        .await?;
         if window_end.is_none() {
-            all_matches = (window.len() as i64) < RANKED_MATCHES;
-            window_end = window.last().map(key);
+            all_matches = hits.len() < wanted;
+            window_end = end;
         }
-        rows = rank_window(window, spec.after.as_ref());
-        rows.truncate(wanted);
     }
-    if rows.len() < wanted
+    if hits.len() < wanted
         && !all_matches
         && let Some(end) = &window_end
     {
         // Past the window: older matches, newest first, unranked.
         let before = match &spec.after {
-            Some(after) if after.score == 0 => key(after),
+            Some(after) if after.score == 0 => (after.published_at, after.id.clone()),
             _ => end.clone(),
         };
-        let qb = newest_query(
-            "",
-            languages,
-            &spec.filters,
-            Some(&before),
-            (wanted - rows.len()) as i64,
-        );
-        rows.extend(positions(pool, qb).await?);
+        let more = wanted - hits.len();
+        hits.extend(newest_hits(pool, spec, languages, Some(&before), more, viewer).await?);
     }
-    Ok((rows, window_end))
+    Ok((hits, window_end))
 }
 
 /// One page of a search, as `viewer` sees it.
@@ -310,53 +390,28 @@ pub async fn page(
 ) -> Result<SearchPage> {
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
-    // The page's rows (and one more, to know whether another page follows) in list order, the
-    // ranked window's end a `sort=relevance` cursor keeps, and the hits as read.
-    let (mut rows, window_end, read) = if languages.is_empty() || spec.filters.matches_nothing() {
-        (Vec::new(), None, Vec::new())
+    // The page's hits (and one more, to know whether another page follows), and the ranked
+    // window's end a `sort=relevance` cursor keeps.
+    let (mut read, window_end) = if languages.is_empty() || spec.filters.matches_nothing() {
+        (Vec::new(), None)
     } else if spec.sort == Sort::Newest {
         let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
-        let mut qb = newest_hits_query(
-            "",
-            &languages,
-            &spec.filters,
-            before.as_ref(),
-            limit as i64 + 1,
-            viewer,
-        );
-        // Not prepared once and kept: planned with the query's words, as `positions`.
-        let read: Vec<(ArticleItem, HitColumns)> =
-            articles::fetch_items(pool, qb.build().persistent(false)).await?;
-        let mut rows: Vec<Position> = read
-            .iter()
-            .map(|(item, _)| Position {
-                score: 0,
-                published_at: item.published_at,
-                id: item.id.clone(),
-            })
-            .collect();
-        rows.sort_by(Position::list_order);
-        (rows, None, read)
+        let read = newest_hits(pool, spec, &languages, before.as_ref(), limit + 1, viewer).await?;
+        (read, None)
     } else {
-        let (rows, window_end) = ranked_rows(pool, spec, &languages, limit + 1).await?;
-        let ids: Vec<String> = rows.iter().take(limit).map(|r| r.id.clone()).collect();
-        let read = if ids.is_empty() {
-            Vec::new()
-        } else {
-            let mut qb = hits_by_id_query(&ids, &languages, viewer);
-            articles::fetch_items(pool, qb.build().persistent(false)).await?
-        };
-        (rows, window_end, read)
+        ranked_hits(pool, spec, &languages, limit + 1, viewer).await?
     };
-    let next_cursor = (rows.len() > limit).then(|| {
+    // The statements return their rows in any order.
+    read.sort_by(|a, b| a.position.list_order(&b.position));
+    let next_cursor = (read.len() > limit).then(|| {
         let spec = SearchSpec {
             window_end,
             ..spec.clone()
         };
-        SearchCursor::after(&spec, &rows[limit - 1]).encode()
+        SearchCursor::after(&spec, &read[limit - 1].position).encode()
     });
-    rows.truncate(limit);
-    let data = hits(pool, &rows, read, &languages).await?;
+    read.truncate(limit);
+    let data = hits(pool, read, &languages).await?;
     let suggestion = if data.is_empty() && spec.after.is_none() {
         suggestion(pool, &spec.q).await?
     } else {
@@ -411,47 +466,24 @@ fn push_in_field(
     qb.push(" END, false)");
 }
 
-/// The statement reading a `sort=relevance` page's hits, chosen by id.
-fn hits_by_id_query(
-    ids: &[String],
-    languages: &[LanguageQuery],
-    viewer: Option<&str>,
-) -> QueryBuilder<'static, Postgres> {
-    let ids = ids.to_vec();
-    articles::items_query(
-        "",
-        viewer,
-        |qb| {
-            qb.push("SELECT * FROM articles a WHERE a.id = ANY(")
-                .push_bind(ids)
-                .push(")");
-        },
-        |qb| push_hit_columns(qb, languages),
-    )
-}
-
 /// The page's hits with scores and highlights, in the rows' order, from what their statement
 /// read: the highlights are marked here (`domain::text_search`), and only fields the model does
 /// not cover ask `ts_headline`.
 async fn hits(
     pool: &PgPool,
-    rows: &[Position],
-    read: Vec<(ArticleItem, HitColumns)>,
+    read: Vec<ReadHit>,
     languages: &[LanguageQuery],
 ) -> Result<Vec<SearchHit>> {
-    let mut read: HashMap<String, (ArticleItem, HitColumns)> = read
-        .into_iter()
-        .map(|(item, columns)| (item.id.clone(), (item, columns)))
-        .collect();
     let marking = Marking::new(languages);
-    let mut found = Vec::with_capacity(rows.len());
+    let mut markers = marking.markers();
+    let mut found = Vec::with_capacity(read.len());
     let mut left = Vec::new();
-    // An article deleted between the two reads of a relevance page is left out rather than
-    // half shown.
-    for row in rows {
-        let Some((item, columns)) = read.remove(&row.id) else {
-            continue;
-        };
+    for ReadHit {
+        position,
+        item,
+        columns,
+    } in read
+    {
         let fields = [
             (
                 HighlightField::Title,
@@ -466,7 +498,7 @@ async fn hits(
         let mut highlights = Vec::new();
         for (field, text) in fields {
             let Some(text) = text else { continue };
-            match marking.fragment(&columns.language, text) {
+            match markers.fragment(&columns.language, text) {
                 Some(fragment) => highlights.push(Highlight {
                     field,
                     text: fragment.text,
@@ -477,7 +509,7 @@ async fn hits(
         }
         found.push(SearchHit {
             item,
-            score: f64::from(row.score),
+            score: f64::from(position.score),
             highlights,
         });
     }
@@ -515,12 +547,28 @@ impl Marking {
         Self { languages }
     }
 
+    /// A marker per modelled language, for one page's fields.
+    fn markers(&self) -> Markers<'_> {
+        Markers(
+            self.languages
+                .iter()
+                .map(|(language, (folding, lexemes))| {
+                    (language.as_str(), Marker::new(folding, lexemes))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The markers of one page, per language (they remember the words they have seen).
+struct Markers<'a>(HashMap<&'a str, Marker<'a>>);
+
+impl Markers<'_> {
     /// The highlight of a field whose stored vector holds a query lexeme, or `None` when the
     /// model does not cover the language or the text, or marks nothing there (a stemmer
     /// differing from PostgreSQL's): then `ts_headline` decides.
-    fn fragment(&self, language: &str, text: &str) -> Option<highlight::Fragment> {
-        let (folding, lexemes) = self.languages.get(language)?;
-        let marks = text_search::marks(text, folding, lexemes)?;
+    fn fragment(&mut self, language: &str, text: &str) -> Option<highlight::Fragment> {
+        let marks = self.0.get_mut(language)?.marks(text)?;
         highlight::fragment_at(text, &marks)
     }
 }

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use news_service::db::MIGRATOR;
-use news_service::domain::search::{Filters, RANKED_MATCHES};
+use news_service::domain::search::{Filters, Position, RANKED_MATCHES};
 use news_service::store::search::{
-    language_queries, newest_hits_query, newest_query, window_query,
+    language_queries, newest_hits_query, ranked_hits_query, window_query,
 };
 use serde_json::Value;
 use sqlx::migrate::Migrator;
@@ -698,6 +698,18 @@ async fn selective_and_frequent_words_use_an_index() {
         .unwrap();
     let runtime = pool_as(&app.db, "news_app").await;
     let filters = Filters::default();
+    // Where a later relevance page starts: its window's end, and the last row served.
+    let end_at = chrono::DateTime::parse_from_rfc3339("2025-12-31T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let later = (
+        (end_at, "x-1440".to_owned()),
+        Position {
+            score: 3,
+            published_at: end_at,
+            id: "x-1440".to_owned(),
+        },
+    );
     for word in ["lighthouse", "common"] {
         let languages = language_queries(&runtime, word).await.unwrap();
         assert!(!languages.is_empty());
@@ -707,9 +719,23 @@ async fn selective_and_frequent_words_use_an_index() {
                 window_query("EXPLAIN ", &languages, &filters, None),
             )
             .await,
+            // The statements a sort=relevance page runs: page 1, and a later page.
             plan(
                 &runtime,
-                newest_query("EXPLAIN ", &languages, &filters, None, 21),
+                ranked_hits_query("EXPLAIN ", &languages, &filters, None, None, 21, None),
+            )
+            .await,
+            plan(
+                &runtime,
+                ranked_hits_query(
+                    "EXPLAIN ",
+                    &languages,
+                    &filters,
+                    Some(&later.0),
+                    Some(&later.1),
+                    21,
+                    Some("usr-1"),
+                ),
             )
             .await,
             // The statement a sort=newest page runs: the same rows with their items.
