@@ -41,7 +41,8 @@ pub struct LanguageQuery {
     pub positive: String,
     /// The server is the one the Rust highlights model (`domain::text_search`) copies and is
     /// tested against: PostgreSQL 15 (its `unaccent.rules`, stop word files and Snowball
-    /// stemmers) with a database whose `LC_CTYPE` is `C`. On any other, `ts_headline` marks.
+    /// stemmers) with a UTF-8 database whose `LC_CTYPE` is `C` (in another encoding the parser
+    /// reads other characters from the same text). On any other, `ts_headline` marks.
     pub modelled_server: bool,
 }
 
@@ -57,6 +58,7 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
                   websearch_to_tsquery(c.config, $1)::text AS "query!",
                   websearch_to_tsquery(c.config, $2)::text AS "positive!",
                   current_setting('lc_ctype') IN ('C', 'POSIX')
+                  AND current_setting('server_encoding') = 'UTF8'
                   AND current_setting('server_version_num')::int / 10000 = 15
                   AS "modelled_server!"
              FROM search_languages l

@@ -713,6 +713,9 @@ async fn selective_and_frequent_words_use_an_index() {
     for word in ["lighthouse", "common"] {
         let languages = language_queries(&runtime, word).await.unwrap();
         assert!(!languages.is_empty());
+        // The test server (PostgreSQL 15, UTF-8, LC_CTYPE C) is the one the highlights model
+        // copies: the service marks highlights itself here, not through ts_headline.
+        assert!(languages.iter().all(|l| l.modelled_server), "{languages:?}");
         let plans = [
             plan(
                 &runtime,
