@@ -3,7 +3,6 @@
 //! them (concurrent callers, bulk SQL by the owner, cascades, an UPDATE, a TRUNCATE), the
 //! migration backfills them, `recount` finds no drift, and reads never touch engagement rows.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -11,11 +10,11 @@ use futures_util::future::join_all;
 use news_service::store::articles::{ListSpec, article_query, list_query};
 use reqwest::Method;
 use serde_json::{Value, json};
-use shared_auth::testing::TestDatabase;
 use sqlx::PgPool;
-use sqlx::migrate::Migrator;
 
-use crate::helpers::{FIXTURE, TestApp, pool_as, spawn_seeded, spawn_with_fixture, start};
+use crate::helpers::{
+    TestApp, database_before_migration, pool_as, spawn_seeded, spawn_with_fixture, start,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_news-service");
 
@@ -358,23 +357,8 @@ async fn recount_reports_and_fixes_drift_and_only_the_pipeline_or_owner_may_run_
 
 #[tokio::test]
 async fn the_migration_backfills_counters_from_existing_engagement() {
-    let db = TestDatabase::create().await;
+    let (db, owner, _pipeline) = database_before_migration(COUNTERS_VERSION).await;
     let owner_url = db.url_for("news_owner");
-    let before = Migrator {
-        migrations: Cow::Owned(
-            news_service::db::MIGRATOR
-                .migrations
-                .iter()
-                .filter(|m| m.version < COUNTERS_VERSION)
-                .cloned()
-                .collect(),
-        ),
-        ..Migrator::DEFAULT
-    };
-    let owner = pool_as(&db, "news_owner").await;
-    before.run(&owner).await.unwrap();
-    let pipeline = pool_as(&db, "news_pipeline").await;
-    sqlx::raw_sql(FIXTURE).execute(&pipeline).await.unwrap();
     sqlx::raw_sql(BULK_INSERT).execute(&owner).await.unwrap();
     let tables: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_tables WHERE schemaname = 'news' AND tablename = 'article_stats'",

@@ -1,14 +1,17 @@
 //! What the tests share: a migrated database per test, the service on port 0, a small
 //! hand-made catalogue, and assertions on problems.
 
+use std::borrow::Cow;
 use std::str::FromStr;
 
 use news_service::config::ServeConfig;
+use news_service::db::MIGRATOR;
 use news_service::{Application, migrate, seed};
 use reqwest::{Client, Method, Response};
 use serde_json::Value;
 use shared_auth::testing::{TestDatabase, auth_config, token};
 use sqlx::PgPool;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub struct TestApp {
@@ -32,6 +35,28 @@ pub async fn pool_as(db: &TestDatabase, role: &str) -> PgPool {
         .connect_with(options)
         .await
         .unwrap()
+}
+
+/// A database migrated up to, not including, migration `version`, with the fixture catalogue
+/// written by the pipeline: for tests of what a migration does to the rows already there.
+/// Returns the database and pools as its owner and as the pipeline.
+pub async fn database_before_migration(version: i64) -> (TestDatabase, PgPool, PgPool) {
+    let db = TestDatabase::create().await;
+    let before = Migrator {
+        migrations: Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < version)
+                .cloned()
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    };
+    let owner = pool_as(&db, "news_owner").await;
+    before.run(&owner).await.unwrap();
+    let pipeline = pool_as(&db, "news_pipeline").await;
+    sqlx::raw_sql(FIXTURE).execute(&pipeline).await.unwrap();
+    (db, owner, pipeline)
 }
 
 /// A migrated database with an app on port 0 (runtime role news_app), no data.

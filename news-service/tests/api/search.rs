@@ -1,7 +1,6 @@
 //! `GET /v1/news/search` (docs/news.md, "GET /v1/news/search"): matching per language, ranking, filters, cursor paging,
 //! highlights, suggestions, caching, and the plans PostgreSQL picks.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use news_service::db::MIGRATOR;
@@ -10,10 +9,11 @@ use news_service::store::search::{
     language_queries, newest_hits_query, ranked_hits_query, window_query,
 };
 use serde_json::Value;
-use sqlx::migrate::Migrator;
 use sqlx::{PgPool, Row};
 
-use crate::helpers::{TestApp, assert_problem, ids, pool_as, spawn_with_fixture, start};
+use crate::helpers::{
+    TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_with_fixture, start,
+};
 
 /// Articles in English and Spanish, with accents written precomposed (é) and decomposed
 /// (e + U+0301), and emoji (one code point, or several joined).
@@ -520,24 +520,7 @@ async fn toast_vector_body_bytes(admin: &PgPool) -> (i64, i64, i64) {
 
 #[tokio::test]
 async fn vectors_are_kept_in_the_rows_of_old_and_new_articles() {
-    let db = shared_auth::testing::TestDatabase::create().await;
-    let before = Migrator {
-        migrations: Cow::Owned(
-            MIGRATOR
-                .iter()
-                .filter(|m| m.version < 20261128300001)
-                .cloned()
-                .collect(),
-        ),
-        ..Migrator::DEFAULT
-    };
-    let owner = pool_as(&db, "news_owner").await;
-    before.run(&owner).await.unwrap();
-    let pipeline = pool_as(&db, "news_pipeline").await;
-    sqlx::raw_sql(crate::helpers::FIXTURE)
-        .execute(&pipeline)
-        .await
-        .unwrap();
+    let (db, owner, pipeline) = database_before_migration(20261128300001).await;
     insert_wide(&pipeline, 20).await;
     let admin = pool_as(&db, "admin").await;
     let (toast, vectors, _) = toast_vector_body_bytes(&admin).await;
@@ -760,24 +743,7 @@ async fn selective_and_frequent_words_use_an_index() {
 
 #[tokio::test]
 async fn the_migration_fills_articles_that_were_there_before_it() {
-    let db = shared_auth::testing::TestDatabase::create().await;
-    let before = Migrator {
-        migrations: Cow::Owned(
-            MIGRATOR
-                .iter()
-                .filter(|m| m.version < 20261127000001)
-                .cloned()
-                .collect(),
-        ),
-        ..Migrator::DEFAULT
-    };
-    let owner = pool_as(&db, "news_owner").await;
-    before.run(&owner).await.unwrap();
-    let pipeline = pool_as(&db, "news_pipeline").await;
-    sqlx::raw_sql(crate::helpers::FIXTURE)
-        .execute(&pipeline)
-        .await
-        .unwrap();
+    let (db, owner, pipeline) = database_before_migration(20261127000001).await;
     insert_many(&pipeline, 2500).await;
     MIGRATOR.run(&owner).await.unwrap();
     let empty: i64 =
