@@ -1,6 +1,7 @@
 //! The review log (`phrase_review_sessions`, one row per session with answers) and the memory
-//! state per (learner, phrase) (`phrase_states`) derived from it: written with each study session that carries answers, read
-//! by `GET /me/phrases`, `GET /me/reviews`, `GET /me/progress` and the analytics export.
+//! state per (learner, phrase) (`phrase_states`) derived from it: written with each study
+//! session that carries answers, read by `GET /me/phrases`, `GET /me/reviews`,
+//! `GET /me/progress` and the analytics export.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -390,10 +391,9 @@ fn my_phrases_statement<'a>(
 /// `learner_id`'s states by `(due_at, phrase_id)` after `cursor`.
 ///
 /// A page is a merge: the first `limit` states of each language ([`push_languages`]), read in
-/// order from
-/// `phrase_states_language_due_idx` with their phrases (a state whose phrase the catalogue no
-/// longer has is left out before the limit, as a join on the whole list would), then the first
-/// `limit` of those. Only the page's rows get their translation count and stats. So one index
+/// order from `phrase_states_language_due_idx` with their phrases (a state whose phrase the
+/// catalogue no longer has is left out before the limit, as a join on the whole list would),
+/// then the first `limit` of those. Only the page's rows get their translation count and stats. So one index
 /// serves the pages with and without a language, and the states' writes keep one index fewer.
 fn push_my_phrases(
     sql: &mut QueryBuilder<'_, Postgres>,

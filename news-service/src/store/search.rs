@@ -252,8 +252,8 @@ fn push_newest(
 }
 
 /// A `sort=newest` page in one statement: the matches newest first (strictly before `before`
-/// when given) with their items and
-/// what their highlights need (no second statement to read the items by id). `prefix` as above.
+/// when given) with their items and what their highlights need (no second statement to read
+/// the items by id). `prefix` as above.
 pub fn newest_hits_query(
     prefix: &str,
     languages: &[LanguageQuery],
