@@ -26,16 +26,17 @@ use crate::upstream::{Replica, UpstreamGroup};
 /// while spans are exported: otherwise nothing collects it, and the client's `traceparent` goes
 /// on as is.
 fn attempt_span(method: &Method, group: &'static str, replica: &Replica) -> Option<ClientSpan> {
-    ClientSpan::start(
-        method,
-        [
-            ("upstream.group", Value::Static(group)),
-            (
-                "server.address",
-                Value::Shared(replica.span_address.clone()),
-            ),
-        ],
-    )
+    let port = replica
+        .span_port
+        .map(|port| ("server.port", Value::Int(i64::from(port))));
+    let attributes = [
+        ("upstream.group", Value::Static(group)),
+        (
+            "server.address",
+            Value::Shared(replica.span_address.clone()),
+        ),
+    ];
+    ClientSpan::start(method, attributes.into_iter().chain(port))
 }
 
 pub struct Proxy {

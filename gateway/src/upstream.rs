@@ -23,8 +23,11 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Replica {
     pub base: Url,
-    /// `base` as a span attribute, shared by every attempt's span rather than copied into each.
+    /// `base`'s host as the `server.address` span attribute (OpenTelemetry's HTTP client
+    /// conventions: the host alone, its port in `server.port`), shared by every attempt's span
+    /// rather than copied into each.
     pub span_address: Arc<str>,
+    pub span_port: Option<u16>,
     /// Where the client connects, from `host:port` parsed once.
     pub endpoint: Endpoint,
     /// The base URL's path without its trailing `/` (usually empty).
@@ -46,7 +49,8 @@ impl Replica {
         Self {
             endpoint: Endpoint::new(authority),
             base_path: base.path().trim_end_matches('/').to_owned(),
-            span_address: Arc::from(base.as_str()),
+            span_address: Arc::from(base.host_str().unwrap_or_default()),
+            span_port: base.port_or_known_default(),
             base,
             cooldown_until: Mutex::new(None),
             probe_ok: AtomicBool::new(true),

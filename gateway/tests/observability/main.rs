@@ -210,6 +210,12 @@ async fn one_request_is_one_trace_from_the_gateway_down_to_sql() {
     .await;
     assert_eq!(client_span.trace_id, server_span.trace_id);
     assert_eq!(server_span.name, "GET /v1/lingo/me/xp");
+    // OpenTelemetry's HTTP client conventions: the replica's host and port, apart.
+    let replica = reqwest::Url::parse(&lingo_url).unwrap();
+    assert_eq!(client_span.attribute("server.address"), replica.host_str());
+    let port = replica.port_or_known_default().unwrap().to_string();
+    assert_eq!(client_span.attribute("server.port"), Some(port.as_str()));
+    assert_eq!(client_span.attribute("upstream.group"), Some("lingo"));
     let gateway_span = wait_for(
         &spans,
         "the gateway's server span, parent of its client span",
