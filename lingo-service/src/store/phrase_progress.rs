@@ -642,7 +642,8 @@ pub async fn reviews_for<'e>(
 /// `GET /me/phrases` without and with a language and a cursor, a page of `GET /me/reviews`, and
 /// the due counts of `GET /me/reviews` in a language and per language of `GET /me/progress`,
 /// each before and after noon (today's phrases are counted on either side of the time). For
-/// the tests that assert they read by index.
+/// the tests that assert they read by index, and that they plan alike for every learner and time
+/// (every value goes in through [`push_opaque`], so these are the plans that run).
 pub async fn explain_learner_reads(
     db: &mut PgConnection,
     learner_id: &str,
