@@ -84,10 +84,7 @@ pub async fn read_languages(db: impl PgExecutor<'_>) -> Result<Languages> {
 /// and a round trip), and an article in a language no article had before is searchable at most
 /// `MAX_AGE` after it was written (docs/news.md).
 #[derive(Clone, Default)]
-pub struct LanguageCache(Arc<Mutex<Option<ReadLanguages>>>);
-
-/// The languages present and when they were read.
-type ReadLanguages = (Instant, Arc<Languages>);
+pub struct LanguageCache(Arc<Mutex<Option<(Instant, Arc<Languages>)>>>);
 
 impl LanguageCache {
     pub const MAX_AGE: Duration = Duration::from_secs(10);
@@ -104,7 +101,7 @@ impl LanguageCache {
         Ok(languages)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ReadLanguages>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Arc<Languages>)>> {
         // The value is replaced whole: a panic elsewhere cannot leave it half written.
         self.0
             .lock()
