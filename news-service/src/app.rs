@@ -15,7 +15,6 @@ use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState, Db};
-use crate::store::search::LanguageCache;
 use crate::{counter_fold, db, idempotency, openapi, routes};
 
 /// Request bodies are at most 128 KiB, the limit shared by both services.
@@ -97,7 +96,6 @@ impl Application {
             db,
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
-            search_languages: LanguageCache::default(),
         };
         let listener = shared_auth::http::serve::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();

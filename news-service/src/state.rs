@@ -10,7 +10,6 @@ use axum::extract::FromRef;
 use shared_auth::Verifier;
 
 pub use crate::read_routing::Db;
-use crate::store::search::LanguageCache;
 
 /// The service's OpenAPI document, built once from the routers and served as it is.
 #[derive(Clone)]
@@ -21,8 +20,6 @@ pub struct AppState {
     pub db: Db,
     pub verifier: Arc<Verifier>,
     pub document: ApiDocument,
-    /// The article languages search asks, kept for a few seconds (`store::search`).
-    pub search_languages: LanguageCache,
 }
 
 impl FromRef<AppState> for Arc<Verifier> {
@@ -40,11 +37,5 @@ impl FromRef<AppState> for Db {
 impl FromRef<AppState> for ApiDocument {
     fn from_ref(state: &AppState) -> Self {
         state.document.clone()
-    }
-}
-
-impl FromRef<AppState> for LanguageCache {
-    fn from_ref(state: &AppState) -> Self {
-        state.search_languages.clone()
     }
 }

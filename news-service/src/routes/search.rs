@@ -17,7 +17,7 @@ use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query
 use crate::error::Result;
 use crate::problems::SearchProblems;
 use crate::state::{AppState, Db};
-use crate::store::search::{self, LanguageCache};
+use crate::store::search;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_articles))
@@ -134,7 +134,6 @@ impl SearchQuery {
 )]
 async fn search_articles(
     State(db): State<Db>,
-    State(languages): State<LanguageCache>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
@@ -149,10 +148,10 @@ async fn search_articles(
     let spec = query.spec()?;
     let viewer = caller.map(|c| c.sub);
     let signed_in = viewer.is_some();
-    let (spec, viewer, languages) = (&spec, viewer.as_deref(), &languages);
+    let (spec, viewer) = (&spec, viewer.as_deref());
     let page: SearchPage = db
         .read(signed_in, |pool| async move {
-            search::page(&pool, languages, spec, limit, viewer).await
+            search::page(&pool, spec, limit, viewer).await
         })
         .await?;
     Ok(json_read(&headers, signed_in, &page))

@@ -3,16 +3,13 @@
 //! migration `search` explains the columns, configurations and word list this reads.
 //!
 //! Every article language present gets its own predicate, `(a.language = $l AND
-//! a.search_vector @@ websearch_to_tsquery($config_l::regconfig, $q))`, ORed: each article is matched with the tsquery its own
+//! a.search_vector @@ $query_l)`, ORed: each article is matched with the tsquery its own
 //! configuration makes of `q` (an exclusion then excludes in every language, which one tsquery
 //! ORed over languages would not), and each predicate can use the GIN index (a BitmapOr) or be
 //! a filter on a walk of the `published_at` index when the words are frequent: the planner sees
-//! the tsqueries' values (folded from the statement's values when it is planned; the statements
-//! are not kept prepared, so no generic plan forgets them).
+//! the tsqueries' values (the statements are not kept prepared, so no generic plan forgets them).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -22,26 +19,26 @@ use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
-    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, positive_query,
-    query_lexemes, query_words, respell,
+    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
+    query_lexemes, query_words, respell, restrict_to_weight,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::domain::text_search::{Folding, Marker};
 use crate::error::Result;
 use crate::store::articles;
 
-/// An article language present and its text search configuration (`search_config(language)`,
-/// as an OID the statements cast to `regconfig`).
+/// `q` as one article language's configuration reads it.
 #[derive(Debug, Clone)]
-pub struct SearchLanguage {
+pub struct LanguageQuery {
     pub language: String,
+    /// The language's text search configuration (`search_config(language)`), read once per
+    /// search: the function looks the name up in the catalogue on every call, which cost more
+    /// than the rest of a search page when the highlights called it per article and field.
     pub config: Oid,
-}
-
-/// The article languages present, as read at one time.
-#[derive(Debug, Clone)]
-pub struct Languages {
-    pub present: Vec<SearchLanguage>,
+    /// The whole query (`tsquery` text).
+    pub query: String,
+    /// Without exclusions: what highlights mark.
+    pub positive: String,
     /// The server is the one the Rust highlights model (`domain::text_search`) copies and is
     /// tested against: PostgreSQL 15 (its `unaccent.rules`, stop word files and Snowball
     /// stemmers) with a UTF-8 database whose `LC_CTYPE` is `C` (in another encoding the parser
@@ -49,186 +46,64 @@ pub struct Languages {
     pub modelled_server: bool,
 }
 
-/// The article languages present and their configurations (a catalogue lookup per language:
-/// [`LanguageCache`] keeps the answer).
-pub async fn read_languages(db: impl PgExecutor<'_>) -> Result<Languages> {
-    let rows = sqlx::query!(
-        // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language.
+/// The query in every article language whose configuration finds something to look for in it
+/// (none when `q` is stop words or exclusions only: then nothing matches).
+pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<LanguageQuery>> {
+    let positive = positive_query(q);
+    let rows = sqlx::query_as!(
+        LanguageQuery,
+        // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language rather
+        // than once per use.
         r#"SELECT l.language AS "language!", c.config::oid AS "config!",
+                  websearch_to_tsquery(c.config, $1)::text AS "query!",
+                  websearch_to_tsquery(c.config, $2)::text AS "positive!",
                   current_setting('lc_ctype') IN ('C', 'POSIX')
                   AND current_setting('server_encoding') = 'UTF8'
                   AND current_setting('server_version_num')::int / 10000 = 15
                   AS "modelled_server!"
              FROM search_languages l
             CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
-            ORDER BY l.language"#
+            ORDER BY l.language"#,
+        q,
+        positive
     )
     .fetch_all(db)
     .await?;
-    let modelled_server = rows.first().is_none_or(|r| r.modelled_server);
-    let present = rows
+    // An empty tsquery prints as ''.
+    Ok(rows
         .into_iter()
-        .map(|r| SearchLanguage {
-            language: r.language,
-            config: r.config,
-        })
-        .collect();
-    Ok(Languages {
-        present,
-        modelled_server,
-    })
+        .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
+        .collect())
 }
 
-/// The languages present, read again when older than [`LanguageCache::MAX_AGE`]: a search
-/// then costs no statement of its own to learn them (it was a fifth of an article-list page
-/// and a round trip), and an article in a language no article had before is searchable at most
-/// `MAX_AGE` after it was written (docs/news.md).
-#[derive(Clone, Default)]
-pub struct LanguageCache(Arc<Mutex<Option<(Instant, Arc<Languages>)>>>);
-
-impl LanguageCache {
-    pub const MAX_AGE: Duration = Duration::from_secs(10);
-
-    pub async fn get(&self, db: impl PgExecutor<'_>) -> Result<Arc<Languages>> {
-        if let Some((read_at, languages)) = &*self.lock()
-            && read_at.elapsed() < Self::MAX_AGE
-        {
-            return Ok(languages.clone());
-        }
-        let read_at = Instant::now();
-        let languages = Arc::new(read_languages(db).await?);
-        *self.lock() = Some((read_at, languages.clone()));
-        Ok(languages)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Arc<Languages>)>> {
-        // The value is replaced whole: a panic elsewhere cannot leave it half written.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// `q` asked in every language present. The statements compute each language's tsquery
-/// themselves, `websearch_to_tsquery($config::regconfig, $q)`: with the configuration and `q`
-/// given as values, PostgreSQL folds it to a constant when it plans the statement (the
-/// statements are planned with their values, never kept as generic plans), so the planner
-/// estimates the words' frequencies from the statistics (a rare word: the GIN index; a frequent
-/// one: the `published_at` walk). Computed from each row's language instead
-/// (`search_config(a.language)`), the planner could not see it and took any word for rare.
-#[derive(Debug, Clone, Copy)]
-pub struct SearchQuery<'a> {
-    pub languages: &'a Languages,
-    pub q: &'a str,
-    /// Without exclusions: what highlights mark, and what decides whether a language has
-    /// anything to look for.
-    pub positive: &'a str,
-}
-
-/// A quoted lexeme in a tsquery's text (`''` is a quote inside it; a backslash is written
-/// `\\`, two characters that are not quotes).
-const LEXEME: &str = r"'(?:[^']|'')*'";
-/// Everything from one lexeme to the next, the lexeme captured.
-const LEXEME_AND_AFTER: &str = r"[^']*('(?:[^']|'')*')[^']*";
-
-impl SearchQuery<'_> {
-    /// `websearch_to_tsquery($config::regconfig, $text)`.
-    fn push_tsquery(qb: &mut QueryBuilder<'_, Postgres>, l: &SearchLanguage, text: &str) {
-        qb.push("websearch_to_tsquery(")
-            .push_bind(l.config)
-            .push("::regconfig, ")
-            .push_bind(text.to_owned())
-            .push(")");
-    }
-
-    /// The whole query in `l`'s configuration.
-    fn push_query(&self, qb: &mut QueryBuilder<'_, Postgres>, l: &SearchLanguage) {
-        Self::push_tsquery(qb, l, self.q);
-    }
-
-    /// The query with every lexeme restricted to `weight` (`'w'` becomes `'w':A`), as
-    /// `domain::search::restrict_to_weight` writes it.
-    fn push_weighted(&self, qb: &mut QueryBuilder<'_, Postgres>, l: &SearchLanguage, weight: char) {
-        qb.push("regexp_replace((");
-        self.push_query(qb, l);
-        qb.push(")::text, ")
-            .push_bind(LEXEME)
-            .push(", ")
-            .push_bind(format!("\\&:{weight}"))
-            .push(", 'g')::tsquery");
-    }
-
-    /// Any positive lexeme with `weight` (`'a' <-> 'b'` becomes `'a':A | 'b':A`), as
-    /// `domain::search::any_lexeme` writes it.
-    fn push_any_lexeme(
-        &self,
-        qb: &mut QueryBuilder<'_, Postgres>,
-        l: &SearchLanguage,
-        weight: char,
-    ) {
-        qb.push("rtrim(regexp_replace((");
-        Self::push_tsquery(qb, l, self.positive);
-        qb.push(")::text, ")
-            .push_bind(LEXEME_AND_AFTER)
-            .push(", ")
-            .push_bind(format!("\\1:{weight} | "))
-            .push(", 'g'), ' |')::tsquery");
-    }
-}
-
-/// `SELECT` the tsquery texts the statements compute for `l`: the whole query, restricted to
-/// `weight`, and any positive lexeme with `weight` (what tests compare with
-/// `domain::search::restrict_to_weight` and `any_lexeme`).
-pub fn tsquery_forms_query(
-    query: &SearchQuery<'_>,
-    l: &SearchLanguage,
-    weight: char,
-) -> QueryBuilder<'static, Postgres> {
-    let mut qb = QueryBuilder::new("SELECT (");
-    query.push_query(&mut qb, l);
-    qb.push(")::text, (");
-    query.push_weighted(&mut qb, l, weight);
-    qb.push(")::text, (");
-    query.push_any_lexeme(&mut qb, l, weight);
-    qb.push(")::text");
-    qb
-}
-
-/// `(a.language = $l AND <l has a positive lexeme> AND a.search_vector @@ <query in l>) OR ...`
-/// over the languages: a language in whose configuration the query is stop words or
-/// exclusions only matches nothing (PostgreSQL folds its test to false and drops the branch).
-fn push_match(qb: &mut QueryBuilder<'_, Postgres>, query: &SearchQuery<'_>) {
+/// `(a.language = $l AND a.search_vector @@ $q::tsquery) OR ...` over the languages.
+fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) {
     qb.push("(");
-    for (i, l) in query.languages.present.iter().enumerate() {
+    for (i, l) in languages.iter().enumerate() {
         if i > 0 {
             qb.push(" OR ");
         }
         qb.push("(a.language = ")
             .push_bind(l.language.clone())
-            .push(" AND numnode(");
-        SearchQuery::push_tsquery(qb, l, query.positive);
-        qb.push(") > 0 AND a.search_vector @@ ");
-        query.push_query(qb, l);
-        qb.push(")");
-    }
-    if query.languages.present.is_empty() {
-        qb.push("false");
+            .push(" AND a.search_vector @@ ")
+            .push_bind(l.query.clone())
+            .push("::tsquery)");
     }
     qb.push(")");
 }
 
 /// 3 when the query matches within the title alone (weight A), 2 within the summary (B), else 1
 /// (the body).
-fn push_score(qb: &mut QueryBuilder<'_, Postgres>, query: &SearchQuery<'_>) {
+fn push_score(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) {
     qb.push("CASE a.language");
-    for l in &query.languages.present {
+    for l in languages {
         qb.push(" WHEN ")
             .push_bind(l.language.clone())
-            .push(" THEN CASE WHEN a.search_vector @@ ");
-        query.push_weighted(qb, l, 'A');
-        qb.push(" THEN 3 WHEN a.search_vector @@ ");
-        query.push_weighted(qb, l, 'B');
-        qb.push(" THEN 2 ELSE 1 END");
+            .push(" THEN CASE WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'A'))
+            .push("::tsquery THEN 3 WHEN a.search_vector @@ ")
+            .push_bind(restrict_to_weight(&l.query, 'B'))
+            .push("::tsquery THEN 2 ELSE 1 END");
     }
     qb.push(" ELSE 0 END::smallint");
 }
@@ -253,12 +128,12 @@ fn push_filters(qb: &mut QueryBuilder<'_, Postgres>, filters: &Filters) {
 /// prepend `EXPLAIN`.
 pub fn window_query(
     prefix: &str,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
 ) -> QueryBuilder<'static, Postgres> {
     let mut qb = QueryBuilder::new(prefix);
-    push_window(&mut qb, query, filters, window_end);
+    push_window(&mut qb, languages, filters, window_end);
     qb
 }
 
@@ -266,14 +141,14 @@ pub fn window_query(
 /// rows.
 fn push_window(
     qb: &mut QueryBuilder<'static, Postgres>,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
 ) {
     qb.push("SELECT a.ctid AS tid, a.id, a.published_at, ");
-    push_score(qb, query);
+    push_score(qb, languages);
     qb.push(" AS score FROM articles a WHERE ");
-    push_match(qb, query);
+    push_match(qb, languages);
     push_filters(qb, filters);
     if let Some((published_at, id)) = window_end {
         // The plain `published_at` bound is implied by the row comparison, but PostgreSQL can
@@ -308,7 +183,7 @@ fn push_window(
 /// `prefix` as above.
 pub fn ranked_hits_query(
     prefix: &str,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
     after: Option<&Position>,
@@ -320,7 +195,7 @@ pub fn ranked_hits_query(
         viewer,
         |qb| {
             qb.push("WITH w AS MATERIALIZED (");
-            push_window(qb, query, filters, window_end);
+            push_window(qb, languages, filters, window_end);
             // The page's rows are read back at the `ctid` the window found them at (a TID scan,
             // not a lookup in the id index per row): one statement, one snapshot, so it is the
             // same row version.
@@ -348,7 +223,7 @@ pub fn ranked_hits_query(
         },
         |qb| {
             qb.push("a.rank_score, a.window_end_at, a.window_end_id, ");
-            push_hit_columns(qb, query);
+            push_hit_columns(qb, languages);
         },
     )
 }
@@ -357,13 +232,13 @@ pub fn ranked_hits_query(
 /// given.
 fn push_newest(
     qb: &mut QueryBuilder<'static, Postgres>,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
 ) {
     qb.push("SELECT * FROM articles a WHERE ");
-    push_match(qb, query);
+    push_match(qb, languages);
     push_filters(qb, filters);
     if let Some((published_at, id)) = before {
         qb.push(" AND (a.published_at, a.id) < (")
@@ -381,7 +256,7 @@ fn push_newest(
 /// the items by id). `prefix` as above.
 pub fn newest_hits_query(
     prefix: &str,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
@@ -390,8 +265,8 @@ pub fn newest_hits_query(
     articles::items_query(
         prefix,
         viewer,
-        |qb| push_newest(qb, query, filters, before, limit),
-        |qb| push_hit_columns(qb, query),
+        |qb| push_newest(qb, languages, filters, before, limit),
+        |qb| push_hit_columns(qb, languages),
     )
 }
 
@@ -436,12 +311,12 @@ where
 async fn newest_hits(
     pool: &PgPool,
     spec: &SearchSpec,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     before: Option<&(DateTime<Utc>, String)>,
     wanted: usize,
     viewer: Option<&str>,
 ) -> Result<Vec<ReadHit>> {
-    let qb = newest_hits_query("", query, &spec.filters, before, wanted as i64, viewer);
+    let qb = newest_hits_query("", languages, &spec.filters, before, wanted as i64, viewer);
     read_hits(pool, qb, |columns: HitColumns| (0, columns)).await
 }
 
@@ -460,7 +335,7 @@ struct RankedColumns {
 async fn ranked_hits(
     pool: &PgPool,
     spec: &SearchSpec,
-    query: &SearchQuery<'_>,
+    languages: &[LanguageQuery],
     wanted: usize,
     viewer: Option<&str>,
 ) -> Result<(Vec<ReadHit>, Option<(DateTime<Utc>, String)>)> {
@@ -475,7 +350,7 @@ async fn ranked_hits(
     if in_window {
         let qb = ranked_hits_query(
             "",
-            query,
+            languages,
             &spec.filters,
             window_end.as_ref(),
             spec.after.as_ref(),
@@ -503,7 +378,7 @@ async fn ranked_hits(
             _ => end.clone(),
         };
         let more = wanted - hits.len();
-        hits.extend(newest_hits(pool, spec, query, Some(&before), more, viewer).await?);
+        hits.extend(newest_hits(pool, spec, languages, Some(&before), more, viewer).await?);
     }
     Ok((hits, window_end))
 }
@@ -511,30 +386,22 @@ async fn ranked_hits(
 /// One page of a search, as `viewer` sees it.
 pub async fn page(
     pool: &PgPool,
-    languages: &LanguageCache,
     spec: &SearchSpec,
     limit: i64,
     viewer: Option<&str>,
 ) -> Result<SearchPage> {
-    let languages = languages.get(pool).await?;
-    let positive = positive_query(&spec.q);
-    let query = SearchQuery {
-        languages: &languages,
-        q: &spec.q,
-        positive: &positive,
-    };
+    let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
     // The page's hits (and one more, to know whether another page follows), and the ranked
-    // window's end a `sort=relevance` cursor keeps. (A query of stop words or exclusions only
-    // asks its statement, which PostgreSQL plans as matching nothing.)
-    let (mut read, window_end) = if languages.present.is_empty() || spec.filters.matches_nothing() {
+    // window's end a `sort=relevance` cursor keeps.
+    let (mut read, window_end) = if languages.is_empty() || spec.filters.matches_nothing() {
         (Vec::new(), None)
     } else if spec.sort == Sort::Newest {
         let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
-        let read = newest_hits(pool, spec, &query, before.as_ref(), limit + 1, viewer).await?;
+        let read = newest_hits(pool, spec, &languages, before.as_ref(), limit + 1, viewer).await?;
         (read, None)
     } else {
-        ranked_hits(pool, spec, &query, limit + 1, viewer).await?
+        ranked_hits(pool, spec, &languages, limit + 1, viewer).await?
     };
     // The statements return their rows in any order.
     read.sort_by(|a, b| a.position.list_order(&b.position));
@@ -567,42 +434,36 @@ pub async fn page(
 #[derive(Debug, FromRow)]
 struct HitColumns {
     language: String,
-    /// The query without exclusions in the article's configuration (`tsquery` text): what its
-    /// highlights mark.
-    positive: String,
     in_title: bool,
     in_summary: bool,
     matched_body: Option<String>,
 }
 
 /// `a.language, <in title>, <in summary>, <the body if in body>` (see [`HitColumns`]).
-fn push_hit_columns(qb: &mut QueryBuilder<'static, Postgres>, query: &SearchQuery<'_>) {
-    qb.push("a.language, coalesce(CASE a.language");
-    for l in &query.languages.present {
-        qb.push(" WHEN ")
-            .push_bind(l.language.clone())
-            .push(" THEN (");
-        SearchQuery::push_tsquery(qb, l, query.positive);
-        qb.push(")::text");
-    }
-    qb.push(" END, '') AS positive, ");
-    push_in_field(qb, query, 'A');
+fn push_hit_columns(qb: &mut QueryBuilder<'static, Postgres>, languages: &[LanguageQuery]) {
+    qb.push("a.language, ");
+    push_in_field(qb, languages, 'A');
     qb.push(" AS in_title, ");
-    push_in_field(qb, query, 'B');
+    push_in_field(qb, languages, 'B');
     qb.push(" AS in_summary, CASE WHEN ");
-    push_in_field(qb, query, 'C');
+    push_in_field(qb, languages, 'C');
     qb.push(" THEN a.body END AS matched_body");
 }
 
-/// `coalesce(CASE a.language WHEN $l THEN a.search_vector @@ <any positive lexeme of l with
-/// weight> ... END, false)`, the field-weight test for each language.
-fn push_in_field(qb: &mut QueryBuilder<'static, Postgres>, query: &SearchQuery<'_>, weight: char) {
+/// `coalesce(CASE a.language WHEN $l THEN a.search_vector @@ $any_lexeme_of_l::tsquery ...
+/// END, false)`, the field-weight test for each language.
+fn push_in_field(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    languages: &[LanguageQuery],
+    weight: char,
+) {
     qb.push("coalesce(CASE a.language");
-    for l in &query.languages.present {
+    for l in languages {
         qb.push(" WHEN ")
             .push_bind(l.language.clone())
-            .push(" THEN a.search_vector @@ ");
-        query.push_any_lexeme(qb, l, weight);
+            .push(" THEN a.search_vector @@ ")
+            .push_bind(any_lexeme(&l.positive, weight))
+            .push("::tsquery");
     }
     qb.push(" END, false)");
 }
@@ -610,9 +471,12 @@ fn push_in_field(qb: &mut QueryBuilder<'static, Postgres>, query: &SearchQuery<'
 /// The page's hits with scores and highlights, in the rows' order, from what their statement
 /// read: the highlights are marked here (`domain::text_search`), and only fields the model does
 /// not cover ask `ts_headline`.
-async fn hits(pool: &PgPool, read: Vec<ReadHit>, languages: &Languages) -> Result<Vec<SearchHit>> {
-    let languages = LanguageQuery::of_hits(&read, languages);
-    let marking = Marking::new(&languages);
+async fn hits(
+    pool: &PgPool,
+    read: Vec<ReadHit>,
+    languages: &[LanguageQuery],
+) -> Result<Vec<SearchHit>> {
+    let marking = Marking::new(languages);
     let mut markers = marking.markers();
     let mut found = Vec::with_capacity(read.len());
     let mut left = Vec::new();
@@ -653,7 +517,7 @@ async fn hits(pool: &PgPool, read: Vec<ReadHit>, languages: &Languages) -> Resul
     }
     if !left.is_empty() {
         let mut marked: HashMap<String, Vec<Highlight>> = HashMap::new();
-        for (id, highlight) in headlines(pool, &left, &languages).await? {
+        for (id, highlight) in headlines(pool, &left, languages).await? {
             marked.entry(id).or_default().push(highlight);
         }
         for hit in &mut found {
@@ -664,40 +528,6 @@ async fn hits(pool: &PgPool, read: Vec<ReadHit>, languages: &Languages) -> Resul
         }
     }
     Ok(found)
-}
-
-/// `q` as one article language's configuration reads it, for the highlights.
-#[derive(Debug, Clone)]
-struct LanguageQuery {
-    language: String,
-    config: Oid,
-    /// Without exclusions (`tsquery` text): what highlights mark.
-    positive: String,
-    /// See [`Languages::modelled_server`].
-    modelled_server: bool,
-}
-
-impl LanguageQuery {
-    /// The languages of a page's hits, with the positive query their statement read.
-    fn of_hits(read: &[ReadHit], languages: &Languages) -> Vec<Self> {
-        let mut found: Vec<Self> = Vec::new();
-        for hit in read {
-            let language = &hit.columns.language;
-            if found.iter().any(|l| &l.language == language) {
-                continue;
-            }
-            let Some(config) = languages.present.iter().find(|l| &l.language == language) else {
-                continue;
-            };
-            found.push(Self {
-                language: language.clone(),
-                config: config.config,
-                positive: hit.columns.positive.clone(),
-                modelled_server: languages.modelled_server,
-            });
-        }
-        found
-    }
 }
 
 /// Per article language the Rust model of its configuration and the query's positive lexemes.
