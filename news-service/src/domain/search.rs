@@ -20,7 +20,7 @@ pub const MAX_QUERY_CHARS: usize = 200;
 
 /// `sort=relevance` ranks the newest this-many matches of a query (after its filters); older
 /// matches follow them, newest first, with score 0. Keeps a frequent word as cheap as a rare one.
-pub const RANKED_MATCHES: i64 = 1000;
+pub const RANKED_MATCHES: i64 = 500;
 
 /// The trimmed query, or the contract's 400.
 pub fn parse_query(q: &str) -> Result<String, Problem> {
@@ -558,6 +558,21 @@ mod tests {
             after: None,
             window_end: Some((at(1), "a-1".into())),
         }
+    }
+
+    /// The window's size is written out in docs/news.md and the endpoint's OpenAPI description:
+    /// they must say what `RANKED_MATCHES` is.
+    #[test]
+    fn the_documents_state_the_ranked_window() {
+        let newest = format!("the newest {RANKED_MATCHES} matches");
+        let docs = include_str!("../../../docs/news.md");
+        let route = include_str!("../routes/search.rs");
+        assert!(docs.contains(&format!("**{newest}**")), "docs/news.md");
+        assert!(route.contains(&format!("ranks {newest}")), "routes/search.rs");
+        assert!(
+            !docs.contains("1,000 matches") && !route.contains("1,000 matches"),
+            "an older bound is still written"
+        );
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl SearchQuery {
 
 /// Search articles.
 ///
-/// `sort=relevance` (the default) ranks the newest 1,000 matches of the query and its filters
+/// `sort=relevance` (the default) ranks the newest 500 matches of the query and its filters
 /// (score 3 title, 2 summary, 1 body; newer first among equals); any older matches follow,
 /// newest first, with score 0. Each hit carries up to 3 `highlights` whose `marks` are
 /// `[start, end)` code-point spans of the matched words. When nothing matches, `suggestion`

@@ -179,7 +179,7 @@ fn push_window(
 /// [`window_query`]) scored and ranked in PostgreSQL, cut to the `wanted` rows after `after` in
 /// list order, with their items, what their highlights need (as [`newest_hits_query`]), and the
 /// window's oldest row (its end, which page 1's cursor keeps). Only the page's rows leave the
-/// database, where the whole window (up to 1,000 rows) used to be decoded and ranked here.
+/// database, where the whole window (`RANKED_MATCHES` rows) used to be decoded and ranked here.
 /// `prefix` as above.
 pub fn ranked_hits_query(
     prefix: &str,
