@@ -242,7 +242,10 @@ async fn the_service_folds_in_the_background() {
     let app = spawn(20).await;
     let admin = pool(&app.db, "admin", 1).await;
     spread_art_2(&admin, 12).await;
-    assert_eq!(art_2(&admin).await, (12, 12, 10));
+    // The service's folder runs every 20 ms: it may already have folded some of the 10 slot
+    // rows by now, so only the count is checked here.
+    let spread = art_2(&admin).await;
+    assert_eq!((spread.0, spread.1), (12, 12));
     // A loose bound: the fold runs every few hundred milliseconds, but a loaded test machine can
     // starve the service's background task for seconds.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
