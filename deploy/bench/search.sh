@@ -167,7 +167,7 @@ done
 page50="$frequent&cursor=$cursor"
 
 for url in "$list" "$selective" "$frequent" "$frequent&sort=newest" "$page50" "$last_ranked"; do warm "$url"; done
-# ROUNDS interleaved rounds of the five steps: on a shared machine the load moves within a
+# ROUNDS interleaved rounds of the steps: on a shared machine the load moves within a
 # minute, so each goal's ratio is taken from the sums over the rounds (each round's is shown too).
 declare -A sums=() per_round=()
 steps=(list selective frequent newest page50 lastranked)
