@@ -27,6 +27,7 @@ async fn the_export_pages_through_every_learner_exactly_once() {
         }
     }
     assert_eq!(expected.len(), 11);
+    app.settle_export_horizon().await;
 
     let analyst = token_with_scope("analytics-tool", "lingo:analytics");
     let mut seen = Vec::new();
@@ -167,6 +168,7 @@ async fn a_cursor_continues_its_own_updated_since_only() {
             .await;
         assert_eq!(response.status(), 201);
     }
+    app.settle_export_horizon().await;
     let analyst = token_with_scope("tool", "lingo:analytics");
     let since = "updated_since=2000-01-01T00:00:00Z";
     let first: Value = app

@@ -115,6 +115,35 @@ impl TestApp {
             .expect("admin connection")
     }
 
+    /// Waits until every transaction of the service's role (`lingo_app`) that was open when this
+    /// is called has ended. The analytics exports read only below the start of the oldest such
+    /// transaction (`store::progress::export_horizon`), and a background task of the service (the
+    /// idempotency sweep it runs at start-up, a pool health check) may hold one open for a moment
+    /// on a loaded machine: a test that reads an export right after its writes waits for it.
+    #[allow(dead_code)]
+    pub async fn settle_export_horizon(&self) {
+        let mut admin = self.admin().await;
+        let since: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        for _ in 0..1000 {
+            let open: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                   AND usename = 'lingo_app' AND xact_start <= $1",
+            )
+            .bind(since)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+            if open == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("a transaction of lingo_app stayed open for 10 s");
+    }
+
     pub async fn count(&self, table: &str) -> i64 {
         let mut admin = self.admin().await;
         sqlx::query_scalar(&format!("SELECT count(*) FROM lingo.{table}"))
