@@ -179,6 +179,37 @@ mod tests {
     #[derive(Deserialize)]
     struct Vectors {
         cases: Vec<Case>,
+        learners: Vec<LearnerHistory>,
+    }
+
+    #[derive(Deserialize)]
+    struct LearnerHistory {
+        name: String,
+        sessions: Vec<HistorySession>,
+        states: Vec<FinalState>,
+    }
+
+    #[derive(Deserialize)]
+    struct HistorySession {
+        at: DateTime<Utc>,
+        answers: Vec<HistoryAnswer>,
+    }
+
+    #[derive(Deserialize)]
+    struct HistoryAnswer {
+        phrase: String,
+        grade: i16,
+    }
+
+    #[derive(Deserialize)]
+    struct FinalState {
+        phrase: String,
+        stability: f64,
+        difficulty: f64,
+        due: DateTime<Utc>,
+        interval_unrounded: f64,
+        reviews: i32,
+        lapses: i32,
     }
 
     #[derive(Deserialize)]
@@ -259,6 +290,53 @@ mod tests {
             }
         }
         assert!(answers > 400, "{answers} answers compared");
+    }
+
+    /// Whole learner histories: each phrase's answers picked out of sessions in time order
+    /// (sessions across UTC midnight count 0 days) end in the reference's state.
+    #[test]
+    fn learner_histories_match_the_python_reference() {
+        let vectors: Vectors =
+            serde_json::from_str(include_str!("../../tests/fsrs/vectors.json")).expect("vectors");
+        assert!(!vectors.learners.is_empty());
+        for history in &vectors.learners {
+            let mut sessions: Vec<&HistorySession> = history.sessions.iter().collect();
+            sessions.sort_by_key(|session| session.at);
+            for expected in &history.states {
+                let what = format!("{} {}", history.name, expected.phrase);
+                let reviews = sessions.iter().flat_map(|session| {
+                    session
+                        .answers
+                        .iter()
+                        .filter(|answer| answer.phrase == expected.phrase)
+                        .map(|answer| Review {
+                            studied_at: session.at,
+                            grade: Grade::from_rating(answer.grade).expect("grade"),
+                        })
+                });
+                let state = replay(None, reviews).expect("schedules").expect("a state");
+                assert!(
+                    relative_error(state.stability, expected.stability) <= 1e-4,
+                    "{what}: stability {} vs {}",
+                    state.stability,
+                    expected.stability
+                );
+                assert!(
+                    relative_error(state.difficulty, expected.difficulty) <= 1e-4,
+                    "{what}: difficulty {} vs {}",
+                    state.difficulty,
+                    expected.difficulty
+                );
+                let off = (state.due_at - expected.due).num_seconds().abs();
+                let boundary = near_rounding_boundary(expected.interval_unrounded);
+                assert!(off == 0 || (boundary && off == 86_400), "{what}: due");
+                assert_eq!(
+                    (state.reviews, state.lapses),
+                    (expected.reviews, expected.lapses),
+                    "{what}"
+                );
+            }
+        }
     }
 
     #[test]
