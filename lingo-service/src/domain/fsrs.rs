@@ -5,12 +5,13 @@
 //! default parameters; what the crate leaves to its caller follows the Python reference
 //! (`fsrs` 6.x, `Scheduler(learning_steps=(), relearning_steps=(), enable_fuzzing=False)`):
 //! elapsed time in whole days rounded down, the interval rounded to the nearest day (ties to
-//! even, as Python's `round`) and clamped to 1..=36,500 days, `due_at = studied_at + interval`.
+//! even, as Python's `round`) and clamped to 1..=36,500 days, `due_at = studied_at + interval`,
+//! kept to the whole second as it is shown (see [`due_at`]).
 //! `tests/fsrs/vectors.json` holds the reference's own numbers; the tests below compare.
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use fsrs::{DEFAULT_PARAMETERS, FSRS, MemoryState};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -122,7 +123,7 @@ pub fn apply(state: Option<&PhraseState>, review: Review) -> Result<PhraseState,
     Ok(PhraseState {
         stability,
         difficulty: next.memory.difficulty,
-        due_at: review.studied_at + TimeDelta::days(interval_days(stability)),
+        due_at: due_at(review.studied_at, stability),
         reviews: state.map_or(0, |s| s.reviews) + 1,
         correct: state.map_or(0, |s| s.correct) + i32::from(correct),
         lapses: state.map_or(0, |s| s.lapses) + i32::from(state.is_some() && !correct),
@@ -147,6 +148,15 @@ pub fn replay(
 pub fn elapsed_days(from: DateTime<Utc>, to: DateTime<Utc>) -> u32 {
     let seconds = (to - from).num_seconds().max(0);
     u32::try_from(seconds / 86_400).unwrap_or(u32::MAX)
+}
+
+/// When a phrase answered at `studied_at` with `stability` falls due: `studied_at` plus the
+/// interval, to the whole second below. Timestamps are shown to the second, and the lists are
+/// ordered by `due_at`, then phrase id, as a client sees them: a `studied_at` sent to the
+/// microsecond must not order two phrases due in the same shown second against their ids. (The
+/// reference keeps the microseconds; the contract compares `due_at` to the second.)
+pub fn due_at(studied_at: DateTime<Utc>, stability: f32) -> DateTime<Utc> {
+    (studied_at + TimeDelta::days(interval_days(stability))).trunc_subsecs(0)
 }
 
 /// The interval in whole days for `stability`: the reference's `_next_interval` (in f64 as it
@@ -387,6 +397,22 @@ mod tests {
         assert_eq!(interval_days(2.3065), 2);
         assert_eq!(interval_days(2.6), 3);
         assert_eq!(interval_days(1e9), MAX_INTERVAL_DAYS);
+    }
+
+    #[test]
+    fn due_at_is_to_the_whole_second() {
+        let at = at("2026-11-01T10:00:00.999999Z");
+        assert_eq!(due_at(at, 2.3065), self::at("2026-11-03T10:00:00Z"));
+        let state = apply(
+            None,
+            Review {
+                studied_at: at,
+                grade: Grade::Good,
+            },
+        )
+        .expect("schedules");
+        assert_eq!(state.due_at, self::at("2026-11-03T10:00:00Z"));
+        assert_eq!(state.last_reviewed_at, at);
     }
 
     #[test]

@@ -740,6 +740,51 @@ async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
     assert_eq!(states(&all_my_phrases(&app, &calm, "").await), states(&all));
 }
 
+/// `due_at` is shown to the second, and the lists are ordered by it, then by phrase id, as a
+/// client sees them: two sessions within one second (an app's `studied_at` to the microsecond)
+/// make phrases due in the same second, which then come by id, whichever was answered first.
+#[tokio::test]
+async fn phrases_due_in_the_same_second_come_by_id() {
+    let app = spawn_app().await;
+    let learner = token("same-second");
+    let second = now_seconds() - Duration::days(3);
+    // ph-es-001 answered 0.7 s into the second, ph-es-002 0.2 s: both `good`, due in 2 days.
+    for (phrase, micros) in [("ph-es-001", 700_000), ("ph-es-002", 200_000)] {
+        let at = second + Duration::microseconds(micros);
+        let mut body = answered("es", None, &[(phrase, true, None)]);
+        body["studied_at"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+        post_ok(&app, &learner, &body).await;
+    }
+    let due = rfc3339(second + Duration::days(2));
+    let ids = |list: &[Value]| -> Vec<String> {
+        list.iter()
+            .map(|p| {
+                assert_eq!(p["due_at"], due.as_str(), "{p}");
+                p["phrase"]["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let by_id = vec!["ph-es-001".to_owned(), "ph-es-002".to_owned()];
+    // Page by page (limit 7 in all_my_phrases, then one by one through the cursor).
+    assert_eq!(ids(&all_my_phrases(&app, &learner, "").await), by_id);
+    let first = get_json(&app, &format!("{MY_PHRASES}?limit=1"), &learner).await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let second_page = get_json(
+        &app,
+        &format!("{MY_PHRASES}?limit=1&cursor={cursor}"),
+        &learner,
+    )
+    .await;
+    let pages: Vec<Value> = [first, second_page]
+        .iter()
+        .flat_map(|page| page["data"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(ids(&pages), by_id);
+    let reviews = get_json(&app, REVIEWS, &learner).await;
+    assert_eq!(reviews["due_total"], 2);
+    assert_eq!(ids(reviews["data"].as_array().unwrap()), by_id);
+}
+
 #[tokio::test]
 async fn a_replayed_session_with_answers_writes_nothing_twice() {
     let app = spawn_app().await;
