@@ -5,12 +5,13 @@
 //! default parameters; what the crate leaves to its caller follows the Python reference
 //! (`fsrs` 6.x, `Scheduler(learning_steps=(), relearning_steps=(), enable_fuzzing=False)`):
 //! elapsed time in whole days rounded down, the interval rounded to the nearest day (ties to
-//! even, as Python's `round`) and clamped to 1..=36,500 days, `due_at = studied_at + interval`.
+//! even, as Python's `round`) and clamped to 1..=36,500 days, `due_at = studied_at + interval`,
+//! kept to the whole second as it is shown (see [`due_at`]).
 //! `tests/fsrs/vectors.json` holds the reference's own numbers; the tests below compare.
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use fsrs::{DEFAULT_PARAMETERS, FSRS, MemoryState};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -122,7 +123,7 @@ pub fn apply(state: Option<&PhraseState>, review: Review) -> Result<PhraseState,
     Ok(PhraseState {
         stability,
         difficulty: next.memory.difficulty,
-        due_at: review.studied_at + TimeDelta::days(interval_days(stability)),
+        due_at: due_at(review.studied_at, stability),
         reviews: state.map_or(0, |s| s.reviews) + 1,
         correct: state.map_or(0, |s| s.correct) + i32::from(correct),
         lapses: state.map_or(0, |s| s.lapses) + i32::from(state.is_some() && !correct),
@@ -147,6 +148,15 @@ pub fn replay(
 pub fn elapsed_days(from: DateTime<Utc>, to: DateTime<Utc>) -> u32 {
     let seconds = (to - from).num_seconds().max(0);
     u32::try_from(seconds / 86_400).unwrap_or(u32::MAX)
+}
+
+/// When a phrase answered at `studied_at` with `stability` falls due: `studied_at` plus the
+/// interval, to the whole second below. Timestamps are shown to the second, and the lists are
+/// ordered by `due_at`, then phrase id, as a client sees them: a `studied_at` sent to the
+/// microsecond must not order two phrases due in the same shown second against their ids. (The
+/// reference keeps the microseconds; the contract compares `due_at` to the second.)
+pub fn due_at(studied_at: DateTime<Utc>, stability: f32) -> DateTime<Utc> {
+    (studied_at + TimeDelta::days(interval_days(stability))).trunc_subsecs(0)
 }
 
 /// The interval in whole days for `stability`: the reference's `_next_interval` (in f64 as it
@@ -179,6 +189,37 @@ mod tests {
     #[derive(Deserialize)]
     struct Vectors {
         cases: Vec<Case>,
+        learners: Vec<LearnerHistory>,
+    }
+
+    #[derive(Deserialize)]
+    struct LearnerHistory {
+        name: String,
+        sessions: Vec<HistorySession>,
+        states: Vec<FinalState>,
+    }
+
+    #[derive(Deserialize)]
+    struct HistorySession {
+        at: DateTime<Utc>,
+        answers: Vec<HistoryAnswer>,
+    }
+
+    #[derive(Deserialize)]
+    struct HistoryAnswer {
+        phrase: String,
+        grade: i16,
+    }
+
+    #[derive(Deserialize)]
+    struct FinalState {
+        phrase: String,
+        stability: f64,
+        difficulty: f64,
+        due: DateTime<Utc>,
+        interval_unrounded: f64,
+        reviews: i32,
+        lapses: i32,
     }
 
     #[derive(Deserialize)]
@@ -261,6 +302,53 @@ mod tests {
         assert!(answers > 400, "{answers} answers compared");
     }
 
+    /// Whole learner histories: each phrase's answers picked out of sessions in time order
+    /// (sessions across UTC midnight count 0 days) end in the reference's state.
+    #[test]
+    fn learner_histories_match_the_python_reference() {
+        let vectors: Vectors =
+            serde_json::from_str(include_str!("../../tests/fsrs/vectors.json")).expect("vectors");
+        assert!(!vectors.learners.is_empty());
+        for history in &vectors.learners {
+            let mut sessions: Vec<&HistorySession> = history.sessions.iter().collect();
+            sessions.sort_by_key(|session| session.at);
+            for expected in &history.states {
+                let what = format!("{} {}", history.name, expected.phrase);
+                let reviews = sessions.iter().flat_map(|session| {
+                    session
+                        .answers
+                        .iter()
+                        .filter(|answer| answer.phrase == expected.phrase)
+                        .map(|answer| Review {
+                            studied_at: session.at,
+                            grade: Grade::from_rating(answer.grade).expect("grade"),
+                        })
+                });
+                let state = replay(None, reviews).expect("schedules").expect("a state");
+                assert!(
+                    relative_error(state.stability, expected.stability) <= 1e-4,
+                    "{what}: stability {} vs {}",
+                    state.stability,
+                    expected.stability
+                );
+                assert!(
+                    relative_error(state.difficulty, expected.difficulty) <= 1e-4,
+                    "{what}: difficulty {} vs {}",
+                    state.difficulty,
+                    expected.difficulty
+                );
+                let off = (state.due_at - expected.due).num_seconds().abs();
+                let boundary = near_rounding_boundary(expected.interval_unrounded);
+                assert!(off == 0 || (boundary && off == 86_400), "{what}: due");
+                assert_eq!(
+                    (state.reviews, state.lapses),
+                    (expected.reviews, expected.lapses),
+                    "{what}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn first_answers_follow_the_default_parameters() {
         let studied_at = at("2026-11-01T10:00:00Z");
@@ -309,6 +397,22 @@ mod tests {
         assert_eq!(interval_days(2.3065), 2);
         assert_eq!(interval_days(2.6), 3);
         assert_eq!(interval_days(1e9), MAX_INTERVAL_DAYS);
+    }
+
+    #[test]
+    fn due_at_is_to_the_whole_second() {
+        let at = at("2026-11-01T10:00:00.999999Z");
+        assert_eq!(due_at(at, 2.3065), self::at("2026-11-03T10:00:00Z"));
+        let state = apply(
+            None,
+            Review {
+                studied_at: at,
+                grade: Grade::Good,
+            },
+        )
+        .expect("schedules");
+        assert_eq!(state.due_at, self::at("2026-11-03T10:00:00Z"));
+        assert_eq!(state.last_reviewed_at, at);
     }
 
     #[test]

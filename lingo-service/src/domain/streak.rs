@@ -27,10 +27,11 @@ pub fn streaks(days: &[NaiveDate], today: NaiveDate) -> Streaks {
         previous = Some(day);
     }
 
-    // `run` is now the run that ends on the latest day; it is current only if that day is
-    // today or yesterday.
+    // `run` is now the run that ends on the latest day; it is current if that day is today or
+    // yesterday, or tomorrow: `studied_at` may lie 60 s ahead of the service's clock, so a
+    // session sent just before midnight can count on the next UTC day.
     let current = match previous {
-        Some(last) if last == today || last.succ_opt() == Some(today) => run,
+        Some(last) if last >= today || last.succ_opt() == Some(today) => run,
         _ => 0,
     };
     Streaks {
@@ -62,6 +63,8 @@ mod tests {
             (vec![d(20), d(20), d(20), d(19), d(19)], 2, 2),        // several sessions a day
             (vec![d(1), d(3), d(5), d(20)], 1, 1),                  // isolated days
             (vec![d(15), d(16), d(18), d(19), d(20)], 3, 3),        // one-day gap breaks the run
+            (vec![d(19), d(20), d(21)], 3, 3), // a session 60 s ahead, past midnight
+            (vec![d(21)], 1, 1),               // ... even as the only one
         ];
         for (days, current, longest) in cases {
             assert_eq!(

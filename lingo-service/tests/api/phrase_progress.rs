@@ -1,7 +1,7 @@
 //! Phrase progress (docs/lingo.md, "Phrase progress"): answers in study sessions, `studied_at`,
 //! the FSRS-6 states against the Python reference, late and concurrent sessions, the three reads.
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use chrono::{DateTime, Duration, DurationRound, SubsecRound, Utc};
 use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -325,6 +325,47 @@ async fn a_session_reports_studied_at_and_answer_count_and_streaks_follow_it() {
 #[derive(Deserialize)]
 struct Vectors {
     cases: Vec<Case>,
+    learners: Vec<LearnerHistory>,
+}
+
+/// A learner's sessions, the order to post them in, and the reference's final states
+/// (tests/fsrs/make_vectors.py, `learner`).
+#[derive(Deserialize)]
+struct LearnerHistory {
+    name: String,
+    sessions: Vec<HistorySession>,
+    post_order: Vec<usize>,
+    states: Vec<FinalState>,
+}
+
+#[derive(Deserialize)]
+struct HistorySession {
+    at: DateTime<Utc>,
+    language: String,
+    answers: Vec<HistoryAnswer>,
+}
+
+#[derive(Deserialize)]
+struct HistoryAnswer {
+    phrase: String,
+    grade: u8,
+    /// Whether the grade is sent, or left to its default (`again` when wrong, `good` when right).
+    sent: bool,
+}
+
+#[derive(Deserialize)]
+struct FinalState {
+    phrase: String,
+    stability: f64,
+    difficulty: f64,
+    due: DateTime<Utc>,
+    interval_unrounded: f64,
+    reviews: usize,
+    correct: usize,
+    lapses: usize,
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+    last_grade: String,
 }
 
 #[derive(Deserialize)]
@@ -419,6 +460,102 @@ async fn states_match_the_python_reference_through_http() {
             rfc3339(case.answers[0].at + shift)
         );
         assert_eq!(progress["last_reviewed_at"], rfc3339(last.at + shift));
+    }
+}
+
+/// Whole learner histories of the reference (several phrases and languages, sessions across UTC
+/// midnight, a phrase several times in one session, grades sent or defaulted, times to the
+/// microsecond), posted in time order, reversed or shuffled: every phrase ends in the state the
+/// reference computes from its answers in time order.
+#[tokio::test]
+async fn learner_histories_match_the_python_reference_in_any_arrival_order() {
+    let app = spawn_app().await;
+    let vectors: Vectors = serde_json::from_str(include_str!("../fsrs/vectors.json")).unwrap();
+    assert!(vectors.learners.len() >= 6);
+    // Whole days, so that sessions keep their time of day (and their midnights): the histories
+    // lie within days 0..=27 of their first day, moved to end by yesterday.
+    let first_day = vectors
+        .learners
+        .iter()
+        .flat_map(|history| &history.sessions)
+        .map(|session| session.at.date_naive())
+        .min()
+        .unwrap();
+    let shift = (Utc::now().date_naive() - Duration::days(29)) - first_day;
+    for history in &vectors.learners {
+        let what = &history.name;
+        let learner = token(&format!("reference-{}", what.replace([' ', '#'], "")));
+        assert_eq!(history.post_order.len(), history.sessions.len());
+        for &i in &history.post_order {
+            let session = &history.sessions[i];
+            assert!(
+                session.at.date_naive() - first_day < Duration::days(28),
+                "{what}"
+            );
+            let answers: Vec<Value> = session
+                .answers
+                .iter()
+                .map(|a| {
+                    let mut answer = json!({"phrase_id": a.phrase, "correct": a.grade != 1});
+                    if a.sent {
+                        answer["grade"] = json!(GRADES[usize::from(a.grade) - 1]);
+                    }
+                    answer
+                })
+                .collect();
+            let studied_at =
+                (session.at + shift).to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+            let body = json!({
+                "duration_seconds": 60,
+                "phrases_seen": answers.len(),
+                "phrases_correct": session.answers.iter().filter(|a| a.grade != 1).count(),
+                "language_code": session.language,
+                "studied_at": studied_at,
+                "answers": answers,
+            });
+            post_ok(&app, &learner, &body).await;
+        }
+        let all = all_my_phrases(&app, &learner, "").await;
+        assert_eq!(all.len(), history.states.len(), "{what}");
+        for expected in &history.states {
+            let what = format!("{what} {}", expected.phrase);
+            let progress = all
+                .iter()
+                .find(|p| p["phrase"]["id"] == expected.phrase.as_str())
+                .unwrap_or_else(|| panic!("{what}: missing"));
+            assert!(
+                close(&progress["stability_days"], expected.stability),
+                "{what}: {progress}"
+            );
+            assert!(
+                close(&progress["difficulty"], expected.difficulty),
+                "{what}: {progress}"
+            );
+            let due: DateTime<Utc> = progress["due_at"].as_str().unwrap().parse().unwrap();
+            let off = (due - (expected.due + shift).trunc_subsecs(0))
+                .num_seconds()
+                .abs();
+            let boundary = (expected.interval_unrounded.fract() - 0.5).abs() < 0.01;
+            assert!(off == 0 || (boundary && off == 86_400), "{what}: due {due}");
+            assert_eq!(progress["reviews"], expected.reviews, "{what}");
+            assert_eq!(progress["correct"], expected.correct, "{what}");
+            assert_eq!(progress["lapses"], expected.lapses, "{what}");
+            assert_eq!(
+                progress["last_grade"],
+                expected.last_grade.as_str(),
+                "{what}"
+            );
+            assert_eq!(
+                progress["first_reviewed_at"],
+                rfc3339(expected.first + shift),
+                "{what}"
+            );
+            assert_eq!(
+                progress["last_reviewed_at"],
+                rfc3339(expected.last + shift),
+                "{what}"
+            );
+        }
     }
 }
 
@@ -601,6 +738,51 @@ async fn concurrent_sessions_of_one_learner_count_every_answer_once() {
         post_ok(&app, &calm, body).await;
     }
     assert_eq!(states(&all_my_phrases(&app, &calm, "").await), states(&all));
+}
+
+/// `due_at` is shown to the second, and the lists are ordered by it, then by phrase id, as a
+/// client sees them: two sessions within one second (an app's `studied_at` to the microsecond)
+/// make phrases due in the same second, which then come by id, whichever was answered first.
+#[tokio::test]
+async fn phrases_due_in_the_same_second_come_by_id() {
+    let app = spawn_app().await;
+    let learner = token("same-second");
+    let second = now_seconds() - Duration::days(3);
+    // ph-es-001 answered 0.7 s into the second, ph-es-002 0.2 s: both `good`, due in 2 days.
+    for (phrase, micros) in [("ph-es-001", 700_000), ("ph-es-002", 200_000)] {
+        let at = second + Duration::microseconds(micros);
+        let mut body = answered("es", None, &[(phrase, true, None)]);
+        body["studied_at"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+        post_ok(&app, &learner, &body).await;
+    }
+    let due = rfc3339(second + Duration::days(2));
+    let ids = |list: &[Value]| -> Vec<String> {
+        list.iter()
+            .map(|p| {
+                assert_eq!(p["due_at"], due.as_str(), "{p}");
+                p["phrase"]["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let by_id = vec!["ph-es-001".to_owned(), "ph-es-002".to_owned()];
+    // Page by page (limit 7 in all_my_phrases, then one by one through the cursor).
+    assert_eq!(ids(&all_my_phrases(&app, &learner, "").await), by_id);
+    let first = get_json(&app, &format!("{MY_PHRASES}?limit=1"), &learner).await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let second_page = get_json(
+        &app,
+        &format!("{MY_PHRASES}?limit=1&cursor={cursor}"),
+        &learner,
+    )
+    .await;
+    let pages: Vec<Value> = [first, second_page]
+        .iter()
+        .flat_map(|page| page["data"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(ids(&pages), by_id);
+    let reviews = get_json(&app, REVIEWS, &learner).await;
+    assert_eq!(reviews["due_total"], 2);
+    assert_eq!(ids(reviews["data"].as_array().unwrap()), by_id);
 }
 
 #[tokio::test]

@@ -10,6 +10,14 @@ session's `studied_at`) in time order, and after every answer the reference's st
 difficulty, `due` and the interval before rounding (to spot rounding boundaries). The scheduler
 is the one docs/lingo.md ("Phrase progress") names: default parameters, desired retention 0.9,
 no learning or relearning steps, no fuzz. The output is deterministic (fixed seed, fixed start time).
+
+Each learner is a whole study history as an app posts it: sessions over four weeks (distinct
+`studied_at`, several phrases of one or two languages, a phrase answered several times in one
+session, sessions an hour apart across UTC midnight, grades sent or left to their default), the
+order in which they are posted (in time order, reversed, shuffled: late sessions), and the
+reference's final state of every phrase after replaying its answers in time order (`studied_at`,
+then position in the session). Its times lie within days 0..27 after START's day, so a test may move
+them by whole days to end before now inside the 30 days `studied_at` allows.
 """
 
 import json
@@ -58,6 +66,83 @@ def days(n: float) -> timedelta:
     return timedelta(days=n)
 
 
+GRADE_NAMES = ["again", "hard", "good", "easy"]
+
+
+def learner(name: str, rng: random.Random, index: int) -> dict:
+    """One learner's sessions, their posting order and the reference's final states."""
+    day0 = START.replace(hour=0, minute=0, second=0, microsecond=0)
+    languages = ["es"] if index % 2 == 0 else ["es", "fr"]
+    pools = {lang: [f"ph-{lang}-{n:03d}" for n in rng.sample(range(1, 49), 5)] for lang in languages}
+    times: set[datetime] = set()
+
+    def at(day: int, seconds: float) -> datetime:
+        moment = day0 + timedelta(days=day, seconds=seconds)
+        if rng.random() < 0.5:
+            moment = moment.replace(microsecond=0)
+        while moment in times:
+            moment += timedelta(microseconds=1)
+        times.add(moment)
+        return moment
+
+    moments = []
+    for _ in range(rng.randint(8, 12)):
+        moments.append(at(rng.randint(0, 27), rng.uniform(0, 86400)))
+    for _ in range(2):
+        # An hour apart across UTC midnight: 0 whole days between them.
+        day = rng.randint(1, 27)
+        moments.append(at(day - 1, 86400 - rng.uniform(60, 1800)))
+        moments.append(at(day, rng.uniform(60, 1800)))
+    # Same-day repeats: a few hours after an earlier session.
+    base = rng.choice(moments)
+    moments.append(at((base - day0).days, min((base - day0).seconds + rng.uniform(600, 7200), 86399)))
+    sessions = []
+    for moment in sorted(moments):
+        language = rng.choice(languages)
+        answers = []
+        for _ in range(rng.randint(1, 6)):
+            grade = rng.choices([1, 2, 3, 4], weights=[3, 2, 5, 2])[0]
+            # Hard and easy must be sent; again and good are the defaults of wrong and correct.
+            sent = grade in (2, 4) or rng.random() < 0.5
+            answers.append({"phrase": rng.choice(pools[language]), "grade": grade, "sent": sent})
+        sessions.append({"at": rfc3339(moment), "language": language, "answers": answers,
+                         "_moment": moment})
+    order = list(range(len(sessions)))
+    if index % 3 == 1:
+        order.reverse()
+    elif index % 3 == 2:
+        rng.shuffle(order)
+    # The reference: every phrase's answers in time order, then by position in its session.
+    per_phrase: dict[str, list[tuple[datetime, int, int]]] = {}
+    for session in sessions:
+        for position, answer in enumerate(session["answers"]):
+            per_phrase.setdefault(answer["phrase"], []).append(
+                (session["_moment"], position, answer["grade"]))
+    states = []
+    for phrase in sorted(per_phrase):
+        card = Card()
+        answers = sorted(per_phrase[phrase])
+        for moment, _, grade in answers:
+            card, _ = SCHEDULER.review_card(card, Rating(grade), review_datetime=moment)
+        grades = [grade for _, _, grade in answers]
+        states.append({
+            "phrase": phrase,
+            "stability": card.stability,
+            "difficulty": card.difficulty,
+            "due": rfc3339(card.due),
+            "interval_unrounded": unrounded_interval(card.stability),
+            "reviews": len(grades),
+            "correct": sum(1 for g in grades if g != 1),
+            "lapses": sum(1 for g in grades[1:] if g == 1),
+            "first": rfc3339(answers[0][0]),
+            "last": rfc3339(answers[-1][0]),
+            "last_grade": GRADE_NAMES[grades[-1] - 1],
+        })
+    for session in sessions:
+        del session["_moment"]
+    return {"name": name, "sessions": sessions, "post_order": order, "states": states}
+
+
 def main() -> None:
     rng = random.Random(20261127)
     cases = []
@@ -97,8 +182,9 @@ def main() -> None:
             grade = rng.choices([1, 2, 3, 4], weights=[2, 2, 5, 1])[0]
             history.append((grade, gap))
         cases.append(run(f"thirty random answers #{i}", history))
+    learners = [learner(f"learner #{i}", random.Random(20261128 + i), i) for i in range(6)]
     print(json.dumps({"reference": f"fsrs {version('fsrs')}",
-                      "cases": cases}, indent=1))
+                      "cases": cases, "learners": learners}, indent=1))
 
 
 if __name__ == "__main__":
