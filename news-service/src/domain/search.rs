@@ -237,11 +237,11 @@ impl SearchCursor {
         Ok(cursor)
     }
 
-    /// The search this cursor continues, checked against the request: `q` must be the
-    /// cursor's; filters and sort given must equal the cursor's, those left out come from it.
+    /// The search this cursor continues, checked against the request: `q`, filters and sort
+    /// given must equal the cursor's, those left out come from it.
     pub fn resume(
         self,
-        q: &str,
+        q: Option<&str>,
         sort: Option<Sort>,
         given: &Filters,
     ) -> Result<SearchSpec, Problem> {
@@ -251,7 +251,7 @@ impl SearchCursor {
             published_after: self.published_after.map(time).transpose()?,
             published_before: self.published_before.map(time).transpose()?,
         };
-        let agrees = q == self.q
+        let agrees = q.is_none_or(|q| q == self.q)
             && sort.is_none_or(|s| s == self.sort)
             && given
                 .organization_id
@@ -624,22 +624,27 @@ mod tests {
         let last = pos(2, 3, "a-7");
         let text = SearchCursor::after(&spec, &last).encode();
         let cursor = SearchCursor::decode(&text).unwrap();
-        let resumed = cursor
-            .clone()
-            .resume("harbour strike", None, &Filters::default())
-            .unwrap();
-        assert_eq!(resumed.filters, spec.filters);
-        assert_eq!(resumed.after, Some(last));
-        assert_eq!(resumed.window_end, spec.window_end);
+        // With its q, or with none: the cursor keeps it.
+        for q in [Some("harbour strike"), None] {
+            let resumed = cursor.clone().resume(q, None, &Filters::default()).unwrap();
+            assert_eq!(resumed.q, spec.q);
+            assert_eq!(resumed.filters, spec.filters);
+            assert_eq!(resumed.after, Some(last.clone()));
+            assert_eq!(resumed.window_end, spec.window_end);
+        }
         // Another q, sort or filter is another search.
         let other_org = Filters {
             organization_id: Some("org-2".into()),
             ..Filters::default()
         };
         for (q, sort, given) in [
-            ("harbour", None, Filters::default()),
-            ("harbour strike", Some(Sort::Newest), Filters::default()),
-            ("harbour strike", None, other_org),
+            (Some("harbour"), None, Filters::default()),
+            (
+                Some("harbour strike"),
+                Some(Sort::Newest),
+                Filters::default(),
+            ),
+            (None, None, other_org),
         ] {
             let refused = cursor.clone().resume(q, sort, &given).unwrap_err();
             assert_eq!(refused.code, "invalid_cursor");
@@ -659,7 +664,7 @@ mod tests {
         let no_window =
             URL_SAFE_NO_PAD.encode(br#"{"k":"s","q":"a","s":"relevance","p":[1,1,"x"]}"#);
         let cursor = SearchCursor::decode(&no_window).unwrap();
-        assert!(cursor.resume("a", None, &Filters::default()).is_err());
+        assert!(cursor.resume(Some("a"), None, &Filters::default()).is_err());
     }
 
     #[test]

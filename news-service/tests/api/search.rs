@@ -208,6 +208,32 @@ async fn cursors_of_other_lists_or_searches_are_refused() {
     assert_eq!(ids(&next), ["s-old"]);
 }
 
+/// The cursor keeps `q` as it keeps the filters and the sort (API.md 4.1): a next page asked
+/// with the cursor alone continues the search (as `/v1/lingo/phrases?cursor=` continues a
+/// phrase search), while `q` stays required without a cursor and is checked when given.
+#[tokio::test]
+async fn a_cursor_alone_continues_its_search() {
+    let app = spawn_search().await;
+    let first = search(
+        &app,
+        "q=elections&organization_id=org-b&sort=newest&limit=1",
+    )
+    .await;
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let with_q = search(
+        &app,
+        &format!("q=elections&organization_id=org-b&sort=newest&limit=1&cursor={cursor}"),
+    )
+    .await;
+    let alone = search(&app, &format!("limit=1&cursor={cursor}")).await;
+    assert_eq!(alone, with_q);
+    assert!(!ids(&alone).is_empty() && ids(&alone) != ids(&first));
+    for query in [format!("q=&cursor={cursor}"), "cursor=".to_owned()] {
+        let response = app.get(&format!("/search?{query}"), None).await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+}
+
 #[tokio::test]
 async fn filters_and_date_bounds() {
     let app = spawn_search().await;
@@ -778,7 +804,9 @@ async fn the_document_describes_the_search() {
             .unwrap_or_else(|| panic!("no parameter {name}"))
     };
     let q = parameter("q");
-    assert_eq!(q["required"], true);
+    // Required without a cursor only: a cursor keeps its search's q.
+    assert_ne!(q["required"], true);
+    assert!(q["description"].as_str().unwrap().contains("cursor"));
     assert_eq!(q["schema"]["minLength"], 1);
     assert_eq!(q["schema"]["maxLength"], 200);
     // What the server trims, as for a comment's text (whose pattern a unit test checks).
