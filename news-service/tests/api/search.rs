@@ -208,7 +208,7 @@ async fn cursors_of_other_lists_or_searches_are_refused() {
     assert_eq!(ids(&next), ["s-old"]);
 }
 
-/// The cursor keeps `q` as it keeps the filters and the sort (API.md 4.1): a next page asked
+/// The cursor keeps `q` as it keeps the filters and the sort (docs/news.md, "Paging"): a next page asked
 /// with the cursor alone continues the search (as `/v1/lingo/phrases?cursor=` continues a
 /// phrase search), while `q` stays required without a cursor and is checked when given.
 #[tokio::test]
