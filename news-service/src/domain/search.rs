@@ -103,16 +103,31 @@ impl Filters {
 }
 
 /// An RFC 3339 bound that PostgreSQL can hold, as UTC; else the contract's 400.
+///
+/// PostgreSQL keeps microseconds, and a finer bound sent as is would be truncated. Rounded up
+/// to the microsecond instead, both bounds keep their meaning for every stored time `t`:
+/// `t >= after` and `t < before` hold exactly when they hold for the bound as written. And the
+/// value a cursor keeps is the one the same bound sent again parses to.
 pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+        .and_then(ceil_to_micros)
         .filter(|t| cursor::timestamp(t.timestamp_micros()).is_some())
         .ok_or_else(|| {
             Problem::invalid_query(format!(
                 "{name} must be an RFC 3339 date-time (2026-11-21T09:30:00Z)"
             ))
         })
+}
+
+/// The first whole microsecond at or after `t` (`None` past chrono's range).
+fn ceil_to_micros(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let below = i64::from(t.timestamp_subsec_nanos() % 1_000);
+    if below == 0 {
+        return Some(t);
+    }
+    t.checked_add_signed(chrono::TimeDelta::nanoseconds(1_000 - below))
 }
 
 /// One match as ordered: its score and its place in time.
@@ -691,6 +706,18 @@ mod tests {
     #[test]
     fn bounds_parse_as_rfc_3339_and_empty_ranges_match_nothing() {
         assert_eq!(parse_time("t", "2026-11-01T11:00:00+01:00").unwrap(), at(0));
+        // Finer than a microsecond: up to the next one, which PostgreSQL holds exactly.
+        let micro = chrono::TimeDelta::microseconds(1);
+        for text in [
+            "2026-11-01T10:00:00.000000001Z",
+            "2026-11-01T10:00:00.000000999Z",
+        ] {
+            assert_eq!(parse_time("t", text).unwrap(), at(0) + micro, "{text}");
+        }
+        assert_eq!(
+            parse_time("t", "2026-11-01T10:00:00.000001Z").unwrap(),
+            at(0) + micro
+        );
         assert!(parse_time("t", "2026-11-01").is_err());
         assert!(parse_time("t", "yesterday").is_err());
         let range = |after, before| Filters {

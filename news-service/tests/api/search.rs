@@ -258,6 +258,35 @@ async fn filters_and_date_bounds() {
     }
 }
 
+/// RFC 3339 allows any fraction of a second, PostgreSQL keeps microseconds: a finer bound keeps
+/// its meaning (compared with the exact instant, inclusive after, exclusive before), and the
+/// same bounds repeated with the cursor continue the search (docs/news.md, "Paging").
+#[tokio::test]
+async fn date_bounds_finer_than_a_microsecond() {
+    let app = spawn_search().await;
+    let q = |extra: &str| format!("q=harbour&sort=newest&{extra}");
+    // s-budget is published at 10:00:00 exactly: 100 ns before these bounds.
+    let just_after = "2026-03-02T10:00:00.0000001Z";
+    let after = search(&app, &q(&format!("published_after={just_after}"))).await;
+    assert_eq!(ids(&after), ["s-festival"]);
+    let before = search(&app, &q(&format!("published_before={just_after}"))).await;
+    assert_eq!(ids(&before), ["s-budget", "s-strike"]);
+    // s-strike (03-01 10:00) lies before the lower bound, s-festival (03-05 10:00) before the
+    // upper one.
+    let bounds = q("limit=1&published_after=2026-03-01T10:00:00.000000001Z\
+                    &published_before=2026-03-05T10:00:00.000000001Z");
+    let mut walked = Vec::new();
+    let mut page = search(&app, &bounds).await;
+    loop {
+        walked.extend(ids(&page));
+        let Some(cursor) = page["next_cursor"].as_str() else {
+            break;
+        };
+        page = search(&app, &format!("{bounds}&cursor={cursor}")).await;
+    }
+    assert_eq!(walked, ["s-festival", "s-budget"]);
+}
+
 fn highlight<'a>(hit: &'a Value, field: &str) -> &'a Value {
     hit["highlights"]
         .as_array()
