@@ -11,8 +11,11 @@ use news_service::store::search::{
 use serde_json::Value;
 use sqlx::{PgPool, Row};
 
+use shared_auth::testing::TestDatabase;
+
 use crate::helpers::{
-    TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_with_fixture, start,
+    TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_app_in,
+    spawn_with_fixture, start,
 };
 
 /// Articles in English and Spanish, with accents written precomposed (é) and decomposed
@@ -255,6 +258,45 @@ async fn filters_and_date_bounds() {
     ];
     for (extra, expected) in cases {
         assert_eq!(ids(&search(&app, &q(extra)).await), expected, "{extra}");
+    }
+}
+
+/// Ids whose byte order is not their order in the `en-US` collation (case, `-`, `_`, `.`).
+const TIED_IDS: [&str; 8] = [
+    "tie-a", "tie-B", "tie_c", "tie-D", "tiee", "TIE-f", "Tie-h", "tie.i",
+];
+
+/// On a database whose collation is not `C` (the official PostgreSQL images default to
+/// `en_US.utf8`), a walk by cursor still serves every match once, in the list order: newest
+/// first, then ids descending, compared byte by byte as `sort=relevance` ranks them (docs/news.md,
+/// "Order"). Sorting the page's rows by bytes after PostgreSQL picked and cut them in its
+/// collation's order skipped some tied articles and repeated others.
+#[tokio::test]
+async fn tied_articles_are_walked_once_in_any_collation() {
+    let db = TestDatabase::create_with_icu_collation("en-US").await;
+    let app = spawn_app_in(db).await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(&format!(
+        "INSERT INTO organizations (id, name, url) VALUES ('org-a', 'Alpha', 'u');
+         INSERT INTO journalists (id, name, organization_id) VALUES ('jrn-1', 'Ann', 'org-a');
+         INSERT INTO articles (id, title, summary, body, url, published_at, organization_id,
+                               journalist_id)
+         SELECT id, 'Harbour news', 'Summary', 'Body', 'u', '2026-03-01T10:00:00Z', 'org-a',
+                'jrn-1'
+           FROM unnest(ARRAY['{}']) AS id;",
+        TIED_IDS.join("','")
+    ))
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let mut expected = TIED_IDS.map(str::to_owned).to_vec();
+    expected.sort_by(|a, b| b.cmp(a));
+    for sort in ["newest", "relevance"] {
+        for limit in 1..=3 {
+            let query = format!("q=harbour&sort={sort}&limit={limit}");
+            let (walked, _, _) = all_pages(&app, &query).await;
+            assert_eq!(walked, expected, "{query}");
+        }
     }
 }
 
