@@ -103,16 +103,31 @@ impl Filters {
 }
 
 /// An RFC 3339 bound that PostgreSQL can hold, as UTC; else the contract's 400.
+///
+/// PostgreSQL keeps microseconds, and a finer bound sent as is would be truncated. Rounded up
+/// to the microsecond instead, both bounds keep their meaning for every stored time `t`:
+/// `t >= after` and `t < before` hold exactly when they hold for the bound as written. And the
+/// value a cursor keeps is the one the same bound sent again parses to.
 pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+        .and_then(ceil_to_micros)
         .filter(|t| cursor::timestamp(t.timestamp_micros()).is_some())
         .ok_or_else(|| {
             Problem::invalid_query(format!(
                 "{name} must be an RFC 3339 date-time (2026-11-21T09:30:00Z)"
             ))
         })
+}
+
+/// The first whole microsecond at or after `t` (`None` past chrono's range).
+fn ceil_to_micros(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let below = i64::from(t.timestamp_subsec_nanos() % 1_000);
+    if below == 0 {
+        return Some(t);
+    }
+    t.checked_add_signed(chrono::TimeDelta::nanoseconds(1_000 - below))
 }
 
 /// One match as ordered: its score and its place in time.
@@ -237,11 +252,11 @@ impl SearchCursor {
         Ok(cursor)
     }
 
-    /// The search this cursor continues, checked against the request: `q` must be the
-    /// cursor's; filters and sort given must equal the cursor's, those left out come from it.
+    /// The search this cursor continues, checked against the request: `q`, filters and sort
+    /// given must equal the cursor's, those left out come from it.
     pub fn resume(
         self,
-        q: &str,
+        q: Option<&str>,
         sort: Option<Sort>,
         given: &Filters,
     ) -> Result<SearchSpec, Problem> {
@@ -251,7 +266,7 @@ impl SearchCursor {
             published_after: self.published_after.map(time).transpose()?,
             published_before: self.published_before.map(time).transpose()?,
         };
-        let agrees = q == self.q
+        let agrees = q.is_none_or(|q| q == self.q)
             && sort.is_none_or(|s| s == self.sort)
             && given
                 .organization_id
@@ -624,22 +639,27 @@ mod tests {
         let last = pos(2, 3, "a-7");
         let text = SearchCursor::after(&spec, &last).encode();
         let cursor = SearchCursor::decode(&text).unwrap();
-        let resumed = cursor
-            .clone()
-            .resume("harbour strike", None, &Filters::default())
-            .unwrap();
-        assert_eq!(resumed.filters, spec.filters);
-        assert_eq!(resumed.after, Some(last));
-        assert_eq!(resumed.window_end, spec.window_end);
+        // With its q, or with none: the cursor keeps it.
+        for q in [Some("harbour strike"), None] {
+            let resumed = cursor.clone().resume(q, None, &Filters::default()).unwrap();
+            assert_eq!(resumed.q, spec.q);
+            assert_eq!(resumed.filters, spec.filters);
+            assert_eq!(resumed.after, Some(last.clone()));
+            assert_eq!(resumed.window_end, spec.window_end);
+        }
         // Another q, sort or filter is another search.
         let other_org = Filters {
             organization_id: Some("org-2".into()),
             ..Filters::default()
         };
         for (q, sort, given) in [
-            ("harbour", None, Filters::default()),
-            ("harbour strike", Some(Sort::Newest), Filters::default()),
-            ("harbour strike", None, other_org),
+            (Some("harbour"), None, Filters::default()),
+            (
+                Some("harbour strike"),
+                Some(Sort::Newest),
+                Filters::default(),
+            ),
+            (None, None, other_org),
         ] {
             let refused = cursor.clone().resume(q, sort, &given).unwrap_err();
             assert_eq!(refused.code, "invalid_cursor");
@@ -659,7 +679,7 @@ mod tests {
         let no_window =
             URL_SAFE_NO_PAD.encode(br#"{"k":"s","q":"a","s":"relevance","p":[1,1,"x"]}"#);
         let cursor = SearchCursor::decode(&no_window).unwrap();
-        assert!(cursor.resume("a", None, &Filters::default()).is_err());
+        assert!(cursor.resume(Some("a"), None, &Filters::default()).is_err());
     }
 
     #[test]
@@ -686,6 +706,18 @@ mod tests {
     #[test]
     fn bounds_parse_as_rfc_3339_and_empty_ranges_match_nothing() {
         assert_eq!(parse_time("t", "2026-11-01T11:00:00+01:00").unwrap(), at(0));
+        // Finer than a microsecond: up to the next one, which PostgreSQL holds exactly.
+        let micro = chrono::TimeDelta::microseconds(1);
+        for text in [
+            "2026-11-01T10:00:00.000000001Z",
+            "2026-11-01T10:00:00.000000999Z",
+        ] {
+            assert_eq!(parse_time("t", text).unwrap(), at(0) + micro, "{text}");
+        }
+        assert_eq!(
+            parse_time("t", "2026-11-01T10:00:00.000001Z").unwrap(),
+            at(0) + micro
+        );
         assert!(parse_time("t", "2026-11-01").is_err());
         assert!(parse_time("t", "yesterday").is_err());
         let range = |after, before| Filters {

@@ -28,7 +28,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct SearchQuery {
     /// What to look for, 1 to 200 characters after trimming, in web-search syntax: every word
     /// must match, `"quoted words"` match as a phrase, `OR` between words, `-word` excludes.
-    /// Stemmed per article language, case- and accent-insensitive.
+    /// Stemmed per article language, case- and accent-insensitive. Required, except with a
+    /// `cursor`, which keeps its search's `q`: then it may be left out, or given unchanged.
     // The pattern is the one of a comment's text: its middle class is exactly what `str::trim`
     // removes plus U+0000 (a test holds the two equal).
     #[param(
@@ -36,7 +37,7 @@ struct SearchQuery {
         max_length = 200,
         pattern = r"^[^\u0000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000][^\u0000]*$"
     )]
-    q: String,
+    q: Option<String>,
     /// Only articles of this organisation (an unknown id gives an empty page).
     organization_id: Option<String>,
     /// Only articles by this journalist (an unknown id gives an empty page).
@@ -55,9 +56,9 @@ struct SearchQuery {
     #[param(minimum = 1, maximum = 100, default = 20)]
     #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
-    /// A `next_cursor` from an earlier page of the same search (same `q`; filters and sort
-    /// left out are taken from the cursor, those given must equal it). An empty `cursor=` is
-    /// the same as none.
+    /// A `next_cursor` from an earlier page of the same search: `q`, filters and sort left
+    /// out are taken from the cursor, those given must equal it. An empty `cursor=` is the
+    /// same as none.
     cursor: Option<String>,
     /// Not accepted (search pages by cursor only); present only to answer 400.
     #[param(ignore)]
@@ -82,12 +83,12 @@ impl SearchQuery {
 
     /// The search this request asks for: a new one, or the one its cursor continues.
     fn spec(self) -> Result<SearchSpec, Problem> {
-        let q = parse_query(&self.q)?;
+        let q = self.q.as_deref().map(parse_query).transpose()?;
         let filters = self.filters()?;
         match cursor::given(self.cursor.as_deref()) {
-            Some(text) => SearchCursor::decode(text)?.resume(&q, self.sort, &filters),
+            Some(text) => SearchCursor::decode(text)?.resume(q.as_deref(), self.sort, &filters),
             None => Ok(SearchSpec {
-                q,
+                q: q.ok_or_else(|| Problem::invalid_query("q is required (without a cursor)"))?,
                 sort: self.sort.unwrap_or_default(),
                 filters,
                 after: None,

@@ -158,7 +158,7 @@ fn push_window(
         // page 1's 16 ms).
         qb.push(" AND a.published_at >= ")
             .push_bind(*published_at)
-            .push(" AND (a.published_at, a.id) >= (")
+            .push(" AND (a.published_at, a.id COLLATE \"C\") >= (")
             .push_bind(*published_at)
             .push(", ")
             .push_bind(id.clone())
@@ -171,9 +171,17 @@ fn push_window(
     } else {
         RANKED_MATCHES
     };
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+    qb.push(format!(" ORDER BY {NEWEST_FIRST} LIMIT "))
         .push_bind(limit);
 }
+
+/// The list order of matches outside the ranked window: newest first, then ids compared byte by
+/// byte (`COLLATE "C"`), as `Position::list_order` compares them in Rust, whatever the
+/// database's collation. In another collation (`en_US.utf8`, the official images' default)
+/// PostgreSQL picked and cut a page in its own order while the page was sorted by bytes, and a
+/// walk skipped or repeated articles tied on `published_at`. The `published_at` index still
+/// gives the first key; PostgreSQL sorts only rows tied on it (an incremental sort).
+const NEWEST_FIRST: &str = "a.published_at DESC, a.id COLLATE \"C\" DESC";
 
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
 /// [`window_query`]) scored and ranked in PostgreSQL, cut to the `wanted` rows after `after` in
@@ -218,7 +226,7 @@ pub fn ranked_hits_query(
                  e.published_at AS window_end_at, e.id AS window_end_id \
                  FROM page JOIN articles a ON a.ctid = page.tid \
                  CROSS JOIN (SELECT w.published_at, w.id FROM w \
-                             ORDER BY w.published_at, w.id LIMIT 1) e",
+                             ORDER BY w.published_at, w.id COLLATE \"C\" LIMIT 1) e",
                 );
         },
         |qb| {
@@ -241,13 +249,17 @@ fn push_newest(
     push_match(qb, languages);
     push_filters(qb, filters);
     if let Some((published_at, id)) = before {
-        qb.push(" AND (a.published_at, a.id) < (")
+        // The plain bound lets the `published_at` index start there (the row comparison in
+        // another collation than the index's cannot).
+        qb.push(" AND a.published_at <= ")
+            .push_bind(*published_at)
+            .push(" AND (a.published_at, a.id COLLATE \"C\") < (")
             .push_bind(*published_at)
             .push(", ")
             .push_bind(id.clone())
             .push(")");
     }
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+    qb.push(format!(" ORDER BY {NEWEST_FIRST} LIMIT "))
         .push_bind(limit);
 }
 

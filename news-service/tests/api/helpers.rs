@@ -61,7 +61,11 @@ pub async fn database_before_migration(version: i64) -> (TestDatabase, PgPool, P
 
 /// A migrated database with an app on port 0 (runtime role news_app), no data.
 pub async fn spawn_app() -> TestApp {
-    let db = TestDatabase::create().await;
+    spawn_app_in(TestDatabase::create().await).await
+}
+
+/// Like `spawn_app`, in the database given (one with another collation, say).
+pub async fn spawn_app_in(db: TestDatabase) -> TestApp {
     migrate(&db.url_for("news_owner"))
         .await
         .expect("migrations apply");

@@ -11,8 +11,11 @@ use news_service::store::search::{
 use serde_json::Value;
 use sqlx::{PgPool, Row};
 
+use shared_auth::testing::TestDatabase;
+
 use crate::helpers::{
-    TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_with_fixture, start,
+    TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_app_in,
+    spawn_with_fixture, start,
 };
 
 /// Articles in English and Spanish, with accents written precomposed (é) and decomposed
@@ -208,6 +211,32 @@ async fn cursors_of_other_lists_or_searches_are_refused() {
     assert_eq!(ids(&next), ["s-old"]);
 }
 
+/// The cursor keeps `q` as it keeps the filters and the sort (docs/news.md, "Paging"): a next page asked
+/// with the cursor alone continues the search (as `/v1/lingo/phrases?cursor=` continues a
+/// phrase search), while `q` stays required without a cursor and is checked when given.
+#[tokio::test]
+async fn a_cursor_alone_continues_its_search() {
+    let app = spawn_search().await;
+    let first = search(
+        &app,
+        "q=elections&organization_id=org-b&sort=newest&limit=1",
+    )
+    .await;
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let with_q = search(
+        &app,
+        &format!("q=elections&organization_id=org-b&sort=newest&limit=1&cursor={cursor}"),
+    )
+    .await;
+    let alone = search(&app, &format!("limit=1&cursor={cursor}")).await;
+    assert_eq!(alone, with_q);
+    assert!(!ids(&alone).is_empty() && ids(&alone) != ids(&first));
+    for query in [format!("q=&cursor={cursor}"), "cursor=".to_owned()] {
+        let response = app.get(&format!("/search?{query}"), None).await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+}
+
 #[tokio::test]
 async fn filters_and_date_bounds() {
     let app = spawn_search().await;
@@ -230,6 +259,74 @@ async fn filters_and_date_bounds() {
     for (extra, expected) in cases {
         assert_eq!(ids(&search(&app, &q(extra)).await), expected, "{extra}");
     }
+}
+
+/// Ids whose byte order is not their order in the `en-US` collation (case, `-`, `_`, `.`).
+const TIED_IDS: [&str; 8] = [
+    "tie-a", "tie-B", "tie_c", "tie-D", "tiee", "TIE-f", "Tie-h", "tie.i",
+];
+
+/// On a database whose collation is not `C` (the official PostgreSQL images default to
+/// `en_US.utf8`), a walk by cursor still serves every match once, in the list order: newest
+/// first, then ids descending, compared byte by byte as `sort=relevance` ranks them (docs/news.md,
+/// "Order"). Sorting the page's rows by bytes after PostgreSQL picked and cut them in its
+/// collation's order skipped some tied articles and repeated others.
+#[tokio::test]
+async fn tied_articles_are_walked_once_in_any_collation() {
+    let db = TestDatabase::create_with_icu_collation("en-US").await;
+    let app = spawn_app_in(db).await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(&format!(
+        "INSERT INTO organizations (id, name, url) VALUES ('org-a', 'Alpha', 'u');
+         INSERT INTO journalists (id, name, organization_id) VALUES ('jrn-1', 'Ann', 'org-a');
+         INSERT INTO articles (id, title, summary, body, url, published_at, organization_id,
+                               journalist_id)
+         SELECT id, 'Harbour news', 'Summary', 'Body', 'u', '2026-03-01T10:00:00Z', 'org-a',
+                'jrn-1'
+           FROM unnest(ARRAY['{}']) AS id;",
+        TIED_IDS.join("','")
+    ))
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let mut expected = TIED_IDS.map(str::to_owned).to_vec();
+    expected.sort_by(|a, b| b.cmp(a));
+    for sort in ["newest", "relevance"] {
+        for limit in 1..=3 {
+            let query = format!("q=harbour&sort={sort}&limit={limit}");
+            let (walked, _, _) = all_pages(&app, &query).await;
+            assert_eq!(walked, expected, "{query}");
+        }
+    }
+}
+
+/// RFC 3339 allows any fraction of a second, PostgreSQL keeps microseconds: a finer bound keeps
+/// its meaning (compared with the exact instant, inclusive after, exclusive before), and the
+/// same bounds repeated with the cursor continue the search (docs/news.md, "Paging").
+#[tokio::test]
+async fn date_bounds_finer_than_a_microsecond() {
+    let app = spawn_search().await;
+    let q = |extra: &str| format!("q=harbour&sort=newest&{extra}");
+    // s-budget is published at 10:00:00 exactly: 100 ns before these bounds.
+    let just_after = "2026-03-02T10:00:00.0000001Z";
+    let after = search(&app, &q(&format!("published_after={just_after}"))).await;
+    assert_eq!(ids(&after), ["s-festival"]);
+    let before = search(&app, &q(&format!("published_before={just_after}"))).await;
+    assert_eq!(ids(&before), ["s-budget", "s-strike"]);
+    // s-strike (03-01 10:00) lies before the lower bound, s-festival (03-05 10:00) before the
+    // upper one.
+    let bounds = q("limit=1&published_after=2026-03-01T10:00:00.000000001Z\
+                    &published_before=2026-03-05T10:00:00.000000001Z");
+    let mut walked = Vec::new();
+    let mut page = search(&app, &bounds).await;
+    loop {
+        walked.extend(ids(&page));
+        let Some(cursor) = page["next_cursor"].as_str() else {
+            break;
+        };
+        page = search(&app, &format!("{bounds}&cursor={cursor}")).await;
+    }
+    assert_eq!(walked, ["s-festival", "s-budget"]);
 }
 
 fn highlight<'a>(hit: &'a Value, field: &str) -> &'a Value {
@@ -778,7 +875,9 @@ async fn the_document_describes_the_search() {
             .unwrap_or_else(|| panic!("no parameter {name}"))
     };
     let q = parameter("q");
-    assert_eq!(q["required"], true);
+    // Required without a cursor only: a cursor keeps its search's q.
+    assert_ne!(q["required"], true);
+    assert!(q["description"].as_str().unwrap().contains("cursor"));
     assert_eq!(q["schema"]["minLength"], 1);
     assert_eq!(q["schema"]["maxLength"], 200);
     // What the server trims, as for a comment's text (whose pattern a unit test checks).

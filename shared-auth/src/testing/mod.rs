@@ -128,10 +128,25 @@ pub struct TestDatabase {
 
 impl TestDatabase {
     pub async fn create() -> Self {
+        Self::create_with("").await
+    }
+
+    /// Like [`create`](Self::create), with the ICU collation of `locale` (`en-US`) as the
+    /// database's default: text then sorts as people read it, not byte by byte as in the test
+    /// cluster's `C` (the official PostgreSQL images default to `en_US.utf8`).
+    pub async fn create_with_icu_collation(locale: &str) -> Self {
+        Self::create_with(&format!(
+            " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '{locale}' LOCALE 'C'"
+        ))
+        .await
+    }
+
+    /// A database created with `options` after `CREATE DATABASE name`.
+    async fn create_with(options: &str) -> Self {
         let server = server();
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
         let mut admin = connect_with_retry(&server.base.admin_url("postgres")).await;
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
+        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\"{options}"))
             .execute(&mut admin)
             .await
             .expect("create test database");
