@@ -120,7 +120,6 @@ impl TestApp {
     /// transaction (`store::progress::export_horizon`), and a background task of the service (the
     /// idempotency sweep it runs at start-up, a pool health check) may hold one open for a moment
     /// on a loaded machine: a test that reads an export right after its writes waits for it.
-    #[allow(dead_code)]
     pub async fn settle_export_horizon(&self) {
         let mut admin = self.admin().await;
         let since: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")

@@ -982,6 +982,7 @@ async fn the_phrase_progress_export_pages_every_state_once_and_needs_its_scope()
             phrases.iter().map(|p| (p.as_str(), true, None)).collect();
         post_ok(&app, &token(learner), &answered("de", None, &answers)).await;
     }
+    app.settle_export_horizon().await;
     let analyst = token_with_scope("analyst", "lingo:analytics");
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -1034,6 +1035,7 @@ async fn the_phrase_progress_export_pages_every_state_once_and_needs_its_scope()
         &answered("de", None, &[("ph-de-001", false, None)]),
     )
     .await;
+    app.settle_export_horizon().await;
     let body = get_json(&app, &format!("{EXPORT}?updated_since={later}"), &analyst).await;
     assert_eq!(body["count"], 1, "{body}");
     assert_eq!(body["data"][0]["learner_id"], "exp-a");
