@@ -3,8 +3,6 @@
 //! and the words a suggestion respells; and the page of matches it answers. Pure functions; the
 //! SQL is in `store::search`.
 
-use std::cmp::Ordering;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::Problem;
@@ -138,17 +136,6 @@ pub struct Position {
     pub score: i16,
     pub published_at: DateTime<Utc>,
     pub id: String,
-}
-
-impl Position {
-    /// The list order: higher score first, then newer, then higher id (as the article list).
-    pub fn list_order(&self, other: &Self) -> Ordering {
-        other
-            .score
-            .cmp(&self.score)
-            .then(other.published_at.cmp(&self.published_at))
-            .then_with(|| other.id.cmp(&self.id))
-    }
 }
 
 /// Which list a cursor belongs to: only this one value, so an article-list cursor (whose `k` is
@@ -608,29 +595,6 @@ mod tests {
         assert_eq!(positive_query("well-known - fact"), "well-known - fact");
         assert_eq!(positive_query("-only"), "");
         assert_eq!(positive_query("a OR b"), "a OR b");
-    }
-
-    #[test]
-    fn relevance_orders_by_score_then_newest_then_id() {
-        let rows = vec![
-            pos(1, 9, "a"),
-            pos(3, 1, "b"),
-            pos(3, 5, "c"),
-            pos(2, 9, "d"),
-            pos(3, 5, "e"),
-        ];
-        let ids = |mut rows: Vec<Position>| {
-            rows.sort_by(Position::list_order);
-            rows.into_iter().map(|r| r.id).collect::<Vec<_>>()
-        };
-        assert_eq!(ids(rows.clone()), ["e", "c", "b", "d", "a"]);
-        // A cursor's rows are those after its last one.
-        let after = pos(3, 5, "c");
-        let later = rows
-            .into_iter()
-            .filter(|row| row.list_order(&after) == Ordering::Greater)
-            .collect();
-        assert_eq!(ids(later), ["b", "d", "a"]);
     }
 
     #[test]

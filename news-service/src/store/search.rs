@@ -158,7 +158,7 @@ fn push_window(
         // page 1's 16 ms).
         qb.push(" AND a.published_at >= ")
             .push_bind(*published_at)
-            .push(" AND (a.published_at, a.id COLLATE \"C\") >= (")
+            .push(" AND (a.published_at, a.id) >= (")
             .push_bind(*published_at)
             .push(", ")
             .push_bind(id.clone())
@@ -171,17 +171,9 @@ fn push_window(
     } else {
         RANKED_MATCHES
     };
-    qb.push(format!(" ORDER BY {NEWEST_FIRST} LIMIT "))
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
         .push_bind(limit);
 }
-
-/// The list order of matches outside the ranked window: newest first, then ids compared byte by
-/// byte (`COLLATE "C"`), as `Position::list_order` compares them in Rust, whatever the
-/// database's collation. In another collation (`en_US.utf8`, the official images' default)
-/// PostgreSQL picked and cut a page in its own order while the page was sorted by bytes, and a
-/// walk skipped or repeated articles tied on `published_at`. The `published_at` index still
-/// gives the first key; PostgreSQL sorts only rows tied on it (an incremental sort).
-const NEWEST_FIRST: &str = "a.published_at DESC, a.id COLLATE \"C\" DESC";
 
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
 /// [`window_query`]) scored and ranked in PostgreSQL, cut to the `wanted` rows after `after` in
@@ -198,7 +190,7 @@ pub fn ranked_hits_query(
     wanted: i64,
     viewer: Option<&str>,
 ) -> QueryBuilder<'static, Postgres> {
-    articles::items_query(
+    let mut qb = articles::items_query(
         prefix,
         viewer,
         |qb| {
@@ -207,11 +199,9 @@ pub fn ranked_hits_query(
             // The page's rows are read back at the `ctid` the window found them at (a TID scan,
             // not a lookup in the id index per row): one statement, one snapshot, so it is the
             // same row version.
-            // The list order (`Position::list_order`): ids compare as Rust compares them
-            // (bytes, the "C" collation), whatever the database's collation.
             qb.push("), page AS (SELECT * FROM w");
             if let Some(after) = after {
-                qb.push(" WHERE (w.score, w.published_at, w.id COLLATE \"C\") < (")
+                qb.push(" WHERE (w.score, w.published_at, w.id) < (")
                     .push_bind(after.score)
                     .push(", ")
                     .push_bind(after.published_at)
@@ -219,21 +209,23 @@ pub fn ranked_hits_query(
                     .push_bind(after.id.clone())
                     .push(")");
             }
-            qb.push(" ORDER BY w.score DESC, w.published_at DESC, w.id COLLATE \"C\" DESC LIMIT ")
+            qb.push(" ORDER BY w.score DESC, w.published_at DESC, w.id DESC LIMIT ")
                 .push_bind(wanted)
                 .push(
                     ") SELECT a.*, page.score AS rank_score, \
                  e.published_at AS window_end_at, e.id AS window_end_id \
                  FROM page JOIN articles a ON a.ctid = page.tid \
                  CROSS JOIN (SELECT w.published_at, w.id FROM w \
-                             ORDER BY w.published_at, w.id COLLATE \"C\" LIMIT 1) e",
+                             ORDER BY w.published_at, w.id LIMIT 1) e",
                 );
         },
         |qb| {
             qb.push("a.rank_score, a.window_end_at, a.window_end_id, ");
             push_hit_columns(qb, languages);
         },
-    )
+    );
+    qb.push(" ORDER BY a.rank_score DESC, a.published_at DESC, a.id DESC");
+    qb
 }
 
 /// `SELECT * FROM articles a` for the matches newest first, strictly before `before` when
@@ -249,17 +241,13 @@ fn push_newest(
     push_match(qb, languages);
     push_filters(qb, filters);
     if let Some((published_at, id)) = before {
-        // The plain bound lets the `published_at` index start there (the row comparison in
-        // another collation than the index's cannot).
-        qb.push(" AND a.published_at <= ")
-            .push_bind(*published_at)
-            .push(" AND (a.published_at, a.id COLLATE \"C\") < (")
+        qb.push(" AND (a.published_at, a.id) < (")
             .push_bind(*published_at)
             .push(", ")
             .push_bind(id.clone())
             .push(")");
     }
-    qb.push(format!(" ORDER BY {NEWEST_FIRST} LIMIT "))
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
         .push_bind(limit);
 }
 
@@ -274,12 +262,14 @@ pub fn newest_hits_query(
     limit: i64,
     viewer: Option<&str>,
 ) -> QueryBuilder<'static, Postgres> {
-    articles::items_query(
+    let mut qb = articles::items_query(
         prefix,
         viewer,
         |qb| push_newest(qb, languages, filters, before, limit),
         |qb| push_hit_columns(qb, languages),
-    )
+    );
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC");
+    qb
 }
 
 /// A match as its page's statement read it: its place in the list, its item, and what its
@@ -415,8 +405,10 @@ pub async fn page(
     } else {
         ranked_hits(pool, spec, &languages, limit + 1, viewer).await?
     };
-    // The statements return their rows in any order.
-    read.sort_by(|a, b| a.position.list_order(&b.position));
+    // In list order: the statements order their rows, in the database's collation as the
+    // article list and the cursors' comparisons do (sorting again here, by bytes, disagreed with
+    // them in another collation than "C": a walk skipped or repeated articles tied on
+    // `published_at`).
     let next_cursor = (read.len() > limit).then(|| {
         let spec = SearchSpec {
             window_end,
