@@ -270,11 +270,16 @@ async fn spread_art_2(admin: &PgPool, likes: usize) {
             .await
             .unwrap();
     }
+    // The lock keeps a fold of the service in between out: it could insert slot 0 after the
+    // DELETE and before the INSERT (a unique violation), or fold rows this is replacing.
     sqlx::raw_sql(
-        "DELETE FROM article_stats WHERE article_id = 'art-2';
+        "BEGIN;
+         LOCK TABLE article_stats IN EXCLUSIVE MODE;
+         DELETE FROM article_stats WHERE article_id = 'art-2';
          INSERT INTO article_stats (article_id, slot, like_count)
            SELECT 'art-2', s, CASE WHEN s = 0 THEN (SELECT count(*) FROM likes WHERE article_id = 'art-2') - 9 ELSE 1 END
-           FROM generate_series(0, 9) s;",
+           FROM generate_series(0, 9) s;
+         COMMIT;",
     )
     .execute(admin)
     .await
