@@ -43,11 +43,7 @@ say "building release binaries"
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked --release -p gateway -p news-service)
 bin="$(target_dir)/release"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=128MB max_connections=100
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=128MB max_connections=100
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$bin/news-service" migrate >>"$logs/setup.log" 2>&1
 if [ "$(admin_psql -c "SELECT count(*) FROM news.articles")" -lt "$ARTICLES" ]; then

@@ -40,11 +40,7 @@ build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
 bin="$(target_dir)/$PROFILE"
 PGBENCH=$(find_pg_bin pgbench)
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=512MB max_connections=200
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=512MB max_connections=200
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$bin/news-service" migrate >>"$logs/setup.log" 2>&1
 have=$(admin_psql -c "SELECT count(*) FROM news.articles")
@@ -248,13 +244,4 @@ section="$work/section.md"
   fi
   echo "<!-- counts:end -->"
 } >"$section"
-cp "$section" "$state/counts-section.md"
-python3 - "$bench_dir/RESULTS.md" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], open(sys.argv[2]).read().rstrip("\n")
-text = open(path).read()
-pattern = re.compile(r"<!-- counts:begin.*?<!-- counts:end -->", re.S)
-text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section + "\n"
-open(path, "w").write(text)
-PY
-say "wrote the counters section of deploy/bench/RESULTS.md (also $state/counts-section.md)"
+write_results_section counts "$section"

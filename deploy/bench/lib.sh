@@ -151,6 +151,40 @@ export_db_env() {
   NEWS_PIPELINE_DATABASE_URL=$(db_url news_pipeline)
 }
 
+# start_bench_postgres [postgres -c options...]: the bench's own cluster in $pg_data on PG_PORT
+# (created the first time), its database, roles and schemas, and the services' database URLs
+# exported.
+start_bench_postgres() {
+  say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
+  [ "$(id -u)" != 0 ] || chown postgres "$state"
+  pg_start "$pg_data" "$PG_PORT" "$@"
+  db_bootstrap "$PG_PORT"
+  export_db_env
+}
+
+# write_results_section NAME SECTION_FILE: puts the section (from `<!-- NAME:begin` to
+# `<!-- NAME:end -->`) into deploy/bench/RESULTS.md in place of the last run's, or, the first
+# time, before `## History` (at the end when there is none), and keeps a copy in
+# $state/NAME-section.md.
+write_results_section() {
+  local name=$1 section=$2
+  cp "$section" "$state/$name-section.md"
+  python3 - "$bench_dir/RESULTS.md" "$section" "$name" <<'PY'
+import re, sys
+path, section, name = sys.argv[1], open(sys.argv[2]).read().rstrip("\n"), sys.argv[3]
+text = open(path).read()
+pattern = re.compile(rf"<!-- {re.escape(name)}:begin.*?<!-- {re.escape(name)}:end -->", re.S)
+if pattern.search(text):
+    text = pattern.sub(lambda _: section, text)
+elif "\n## History\n" in text:
+    text = text.replace("\n## History\n", "\n" + section + "\n\n## History\n", 1)
+else:
+    text = text.rstrip("\n") + "\n\n" + section + "\n"
+open(path, "w").write(text)
+PY
+  say "wrote the $name section of deploy/bench/RESULTS.md (also $state/$name-section.md)"
+}
+
 target_dir() {
   (cd "$root" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 }

@@ -45,11 +45,7 @@ cp "$(target_dir)/$PROFILE/lingo-service" "$work/lingo-service"
 lingo_bin="$work/lingo-service"
 py() { python3 "$bench_dir/phrase_progress.py" "$@"; }
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=512MB
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=512MB
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$lingo_bin" migrate >>"$logs/setup.log" 2>&1
 pipeline_sql() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -tA "$LINGO_PIPELINE_DATABASE_URL" "$@"; }
@@ -331,18 +327,4 @@ section="$work/section.md"
   echo "| late ÷ in-order session (p50 time) | $late_ratio | <= 5 | $(verdict "$late_ratio <= 5") |"
   echo "<!-- phrase-progress:end -->"
 } >"$section"
-cp "$section" "$state/phrase-progress-section.md"
-python3 - "$bench_dir/RESULTS.md" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], open(sys.argv[2]).read().rstrip("\n")
-text = open(path).read()
-pattern = re.compile(r"<!-- phrase-progress:begin.*?<!-- phrase-progress:end -->", re.S)
-if pattern.search(text):
-    text = pattern.sub(lambda _: section, text)
-elif "\n## History\n" in text:
-    text = text.replace("\n## History\n", "\n" + section + "\n\n## History\n", 1)
-else:
-    text = text.rstrip("\n") + "\n\n" + section + "\n"
-open(path, "w").write(text)
-PY
-say "wrote the phrase progress section of deploy/bench/RESULTS.md (also $state/phrase-progress-section.md)"
+write_results_section phrase-progress "$section"

@@ -28,11 +28,7 @@ build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked "${build_flags[@]}" -p lingo-service)
 bin="$(target_dir)/$PROFILE"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=512MB
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=512MB
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$bin/lingo-service" migrate >>"$logs/setup.log" 2>&1
 pipeline_sql() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -tA "$LINGO_PIPELINE_DATABASE_URL" "$@"; }
@@ -133,13 +129,4 @@ section="$work/section.md"
   echo "| p50 of \`q=<3 letters>\` at the service | $p50 ms | <= 5 ms | $met |"
   echo "<!-- phrase-search:end -->"
 } >"$section"
-cp "$section" "$state/phrase-search-section.md"
-python3 - "$bench_dir/RESULTS.md" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], open(sys.argv[2]).read().rstrip("\n")
-text = open(path).read()
-pattern = re.compile(r"<!-- phrase-search:begin.*?<!-- phrase-search:end -->", re.S)
-text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section + "\n"
-open(path, "w").write(text)
-PY
-say "wrote the phrase search section of deploy/bench/RESULTS.md (also $state/phrase-search-section.md)"
+write_results_section phrase-search "$section"

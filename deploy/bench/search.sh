@@ -47,11 +47,7 @@ build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
 [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --locked "${build_flags[@]}" -p news-service)
 bin="$(target_dir)/$PROFILE"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=512MB max_connections=200 max_wal_size=4GB
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=512MB max_connections=200 max_wal_size=4GB
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$bin/news-service" migrate >>"$logs/setup.log" 2>&1
 have=$(admin_psql -c "SELECT count(*) FROM news.articles")

@@ -34,11 +34,7 @@ build_flags=(); [ "$PROFILE" = release ] && build_flags+=(--release)
 cp "$(target_dir)/$PROFILE/news-service" "$work/news-service"
 news_bin="$work/news-service"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data)"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" shared_buffers=256MB max_connections=200
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres shared_buffers=256MB max_connections=200
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$news_bin" migrate >>"$logs/setup.log" 2>&1
 have=$(admin_psql -c "SELECT count(*) FROM news.articles")
@@ -179,13 +175,4 @@ section="$work/section.md"
   echo "| page 2,000 by cursor / page 1 (req/s, sums over the rounds; per round: ${round_ratios[*]}) | $ratio | >= 0.8 | $verdict |"
   echo "<!-- threads:end -->"
 } >"$section"
-cp "$section" "$state/threads-section.md"
-python3 - "$bench_dir/RESULTS.md" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], open(sys.argv[2]).read().rstrip("\n")
-text = open(path).read()
-pattern = re.compile(r"<!-- threads:begin.*?<!-- threads:end -->", re.S)
-text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section + "\n"
-open(path, "w").write(text)
-PY
-say "wrote the threads section of deploy/bench/RESULTS.md (also $state/threads-section.md)"
+write_results_section threads "$section"
