@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
-use crate::state::AppState;
+use crate::state::{ApiDocument, AppState};
 use crate::{db, idempotency, openapi, routes};
 
 /// Request bodies are JSON objects of at most 128 KiB, the limit shared by both services.
@@ -45,11 +46,12 @@ pub fn router(state: AppState, limits: LoadLimits) -> Router {
     });
     metrics.spawn_pool_sampler(Duration::from_secs(5));
     let health = shared_auth::pg::health::router_for(pool_health, DATABASE_RETRY_AFTER_SECS);
-    let (resources, document) = openapi::documented_routes();
+    let (resources, _) = routes::resources().split_for_parts();
+    let (document, _) = routes::document().split_for_parts();
     let resources = shared_auth::http::load::guard(resources, limits);
     let resources =
         shared_auth::pg::pool_pressure::track(resources, vec![state.db.primary.clone()]);
-    let routes = resources.merge(openapi::router(document)).merge(health);
+    let routes = resources.merge(document).merge(health);
     shared_auth::http::stack::service_stack(routes, metrics)
         .layer(middleware::from_fn(private_answers))
         .with_state(state)
@@ -113,6 +115,7 @@ impl Application {
             state: AppState {
                 db: db::Db { primary: db },
                 verifier,
+                document: ApiDocument(Arc::new(openapi::openapi())),
             },
             cleanup,
             limits: config.load_limits(),

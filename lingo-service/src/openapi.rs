@@ -1,18 +1,10 @@
-//! The OpenAPI 3.1 document of `/v1/lingo` and `GET /v1/lingo/openapi.json` serving it.
+//! The OpenAPI 3.1 document of `/v1/lingo` (served by `routes/document.rs`).
 //!
 //! The paths come from the routers themselves (`routes::router()`, split with
 //! `split_for_parts`), so a route and its documentation are declared once. This module adds what
 //! no single route owns: the info, the tags, the `bearer` scheme, the `Problem` schema, and the
 //! responses every operation can give (401, 500, 503, the `x-request-id` header).
 
-use std::sync::Arc;
-
-use axum::Router;
-use axum::http::HeaderMap;
-use axum::response::Response;
-use axum::routing::get;
-use shared_auth::OptionalCaller;
-use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::openapi::{BearerSecurity, ProblemDocument, request_id_header};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
@@ -20,7 +12,7 @@ use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::problems::{NotModified, problem, string_header};
+use crate::problems::{problem, string_header};
 use crate::routes;
 use crate::state::AppState;
 
@@ -32,7 +24,6 @@ use crate::state::AppState;
                        (`application/problem+json`) with a stable `code`. Timestamps are RFC 3339 \
                        in UTC with a `Z`. Every response carries `x-request-id`."
     ),
-    paths(serve),
     components(schemas(ProblemDocument)),
     tags(
         (name = "lingo", description = "Catalogue and the caller's learning"),
@@ -42,61 +33,17 @@ use crate::state::AppState;
 )]
 struct ApiDoc;
 
-/// The resource routes with the finished document, before the routes get their state.
-pub fn documented_routes() -> (Router<AppState>, Document) {
-    let (router, mut document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The full document of the service (info, the `bearer` scheme, every `/v1/lingo/...` path), as
+/// `/v1/lingo/openapi.json` serves it. Deterministic: the gateway compares the merged documents
+/// with a committed file.
+pub fn openapi() -> Document {
+    let (_, mut document) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
         .merge(routes::router())
         .split_for_parts();
     document.info.version = env!("CARGO_PKG_VERSION").to_owned();
     BearerSecurity.modify(&mut document);
     StandardResponses.modify(&mut document);
-    (router, document)
-}
-
-/// The full document of the service (info, the `bearer` scheme, every `/v1/lingo/...` path).
-/// Deterministic: the gateway compares the merged documents with a committed file.
-pub fn openapi() -> Document {
-    documented_routes().1
-}
-
-/// `GET /v1/lingo/openapi.json` serving `document`. The route is documented in [`ApiDoc`]
-/// (the document cannot come from a router that needs the document to exist).
-pub fn router(document: Document) -> Router<AppState> {
-    let document = Arc::new(document);
-    Router::new().route(
-        &format!("{}/openapi.json", routes::PREFIX),
-        get(move |caller: OptionalCaller, headers: HeaderMap| {
-            serve(caller, headers, document.clone())
-        }),
-    )
-}
-
-/// `GET /v1/lingo/openapi.json`: this document. Public like the catalogue, and cached like it:
-/// no token needed, but an invalid one is refused (fail closed).
-#[utoipa::path(
-    get,
-    path = "/v1/lingo/openapi.json",
-    operation_id = "lingo_openapi",
-    tag = "lingo-meta",
-    params(IfNoneMatch),
-    security((), ("bearer" = [])),
-    responses(
-        (status = 200, description = "This OpenAPI 3.1 document.", body = Object,
-            content_type = "application/json",
-            headers(
-                ("Cache-Control" = String, description = "`public, max-age=30` anonymous, `private, no-store` with a token."),
-                ("ETag" = String, description = "Strong validator; anonymous answers only."),
-                ("Vary" = String, description = "`authorization`."),
-            )),
-        NotModified,
-    )
-)]
-async fn serve(
-    OptionalCaller(caller): OptionalCaller,
-    headers: HeaderMap,
-    document: Arc<Document>,
-) -> Response {
-    json_read(&headers, caller.is_some(), &*document)
+    document
 }
 
 /// Adds what every operation can answer, so handlers list only their own outcomes.

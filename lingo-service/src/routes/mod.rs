@@ -1,10 +1,11 @@
 //! The HTTP surface of `/v1/lingo`, one module per resource. Each module is a leaf: it declares
 //! its handlers with their OpenAPI annotations in one `router()` (utoipa-axum's `routes!`), with
 //! paths relative to [`PREFIX`] (nested below it here), reads and writes through `store/`,
-//! applies the rules of `domain/`, and never imports another route module. The gateway proxies these paths unchanged. Health checks and the document itself are
-//! mounted around these routes by `app.rs`.
+//! applies the rules of `domain/`, and never imports another route module. The gateway proxies these
+//! paths unchanged. Health checks are mounted around these routes by `app.rs`.
 
 pub mod analytics;
+pub mod document;
 pub mod languages;
 pub mod phrase_progress;
 pub mod phrases;
@@ -29,9 +30,14 @@ pub fn is_private(path: &str) -> bool {
     below("/me") || below("/analytics")
 }
 
-/// Every resource route with its documentation, under [`PREFIX`]. The order is the order of the
-/// paths in the OpenAPI document.
+/// Every route with its documentation, under [`PREFIX`], in the order the document lists them.
 pub fn router() -> OpenApiRouter<AppState> {
+    resources().merge(document())
+}
+
+/// The routes that use the database, under [`PREFIX`]: all but the document itself, which is
+/// served from memory (and so still answers while the database is down).
+pub fn resources() -> OpenApiRouter<AppState> {
     // The `/me/*` and `/analytics/*` answers are marked `private, no-store` by `app.rs`, outside
     // the load guard, so that its 503s are marked too.
     let lingo = OpenApiRouter::new()
@@ -43,4 +49,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(recommendations::router())
         .merge(analytics::router());
     OpenApiRouter::new().nest(PREFIX, lingo)
+}
+
+/// `GET /v1/lingo/openapi.json`, under [`PREFIX`].
+pub fn document() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().nest(PREFIX, document::router())
 }
