@@ -104,7 +104,9 @@ impl SearchQuery {
 /// (score 3 title, 2 summary, 1 body; newer first among equals); any older matches follow,
 /// newest first, with score 0. Each hit carries up to 3 `highlights` whose `marks` are
 /// `[start, end)` code-point spans of the matched words. When nothing matches, `suggestion`
-/// respells `q` from the articles' words. Paged by cursor only: `offset` is 400.
+/// respells `q` (its first 10 words of 3 letters or more) from the articles' words. A query
+/// that excludes a word it requires (`officials -officials`) matches nothing. Paged by cursor
+/// only: `offset` is 400.
 ///
 /// Anonymous answers are cacheable (`ETag`, `Cache-Control: public, max-age=30`, 304 for a
 /// matching `If-None-Match`); answers to a caller with a valid token are
