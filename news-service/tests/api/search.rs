@@ -15,7 +15,7 @@ use shared_auth::testing::TestDatabase;
 
 use crate::helpers::{
     TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_app_in,
-    spawn_with_fixture, start,
+    spawn_with_fixture, start, start_configured,
 };
 
 /// Articles in English and Spanish, with accents written precomposed (é) and decomposed
@@ -900,6 +900,63 @@ async fn a_word_both_required_and_excluded_is_not_searched_for() {
     .await;
     assert!(plan.contains("articles_search_idx"), "{plan}");
     assert_eq!(found(&app, q).await, vec!["x-777".to_owned()]);
+}
+
+/// A search can hold a connection for seconds (a phrase of very frequent words, up to the
+/// deadline): searches get at most half the pool, and one past that is refused at once, so the
+/// other endpoints keep their connections however many expensive searches arrive.
+#[tokio::test]
+async fn searches_leave_connections_for_the_other_endpoints() {
+    let db = TestDatabase::create().await;
+    news_service::migrate(&db.url_for("news_owner"))
+        .await
+        .unwrap();
+    let app = start_configured(db, |config| {
+        config.db_max_connections = 4;
+        config.db_acquire_timeout_ms = 500;
+    })
+    .await;
+    // Every search waits on this lock (its first statement reads `search_languages`), holding
+    // its connection, as a slow one would; the article list does not read that table.
+    let admin = app.admin().await;
+    let mut lock = admin.begin().await.unwrap();
+    sqlx::query("LOCK TABLE search_languages IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let waiting = || async {
+        app.count(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE usename = 'news_app' AND wait_event_type = 'Lock'",
+        )
+        .await
+    };
+    let url = app.url("/search?q=harbour");
+    let mut searches = Vec::new();
+    for _ in 0..4 {
+        searches.push(tokio::spawn(app.client.get(&url).send()));
+    }
+    // Two hold connections (half of 4); the other two were refused at once.
+    let started = std::time::Instant::now();
+    while waiting().await < 2 {
+        assert!(started.elapsed().as_secs() < 4, "searches never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let list = app.get("/articles", None).await;
+    assert_eq!(list.status(), 200);
+    assert_eq!(waiting().await, 2);
+    lock.rollback().await.unwrap();
+    let mut statuses = Vec::new();
+    for search in searches {
+        let response = search.await.unwrap().unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == 503 {
+            assert!(response.headers().contains_key("retry-after"));
+            assert_problem(response, 503, "overloaded").await;
+        }
+    }
+    statuses.sort();
+    assert_eq!(statuses, [200, 200, 503, 503]);
 }
 
 #[tokio::test]
