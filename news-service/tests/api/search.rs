@@ -902,6 +902,82 @@ async fn a_word_both_required_and_excluded_is_not_searched_for() {
     assert_eq!(found(&app, q).await, vec!["x-777".to_owned()]);
 }
 
+/// The query asked without its contradictions matches exactly the documents PostgreSQL's own
+/// query matches, over generated web-search queries (words, exclusions, phrases, `OR`, words
+/// that stem alike) and every short sequence of their words.
+#[tokio::test]
+async fn queries_without_contradictions_match_what_postgresql_matches() {
+    let app = spawn_search().await;
+    let runtime = pool_as(&app.db, "news_app").await;
+    let words = ["strike", "strikes", "harbour", "port"];
+    // Every sequence of 1 to 3 of the words: phrases depend on order and adjacency.
+    let mut documents: Vec<String> = Vec::new();
+    let mut frontier = vec![String::new()];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for prefix in &frontier {
+            for word in words {
+                let text = format!("{prefix} {word}").trim().to_owned();
+                documents.push(text.clone());
+                next.push(text);
+            }
+        }
+        frontier = next;
+    }
+    // Queries of 1 to 4 terms, drawn by a fixed linear congruential sequence.
+    let terms = |i: usize| -> String {
+        let (a, b) = (words[i % 4], words[(i / 4) % 4]);
+        match (i / 16) % 6 {
+            0 => a.to_owned(),
+            1 => format!("-{a}"),
+            2 => format!("\"{a} {b}\""),
+            3 => format!("-\"{a} {b}\""),
+            4 => format!("{a} OR {b}"),
+            _ => format!("{a} OR -{b}"),
+        }
+    };
+    let mut seed: usize = 7;
+    let mut changed = 0;
+    for _ in 0..300 {
+        let mut q = Vec::new();
+        for _ in 0..=(seed % 4) {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345) % (1 << 31);
+            q.push(terms(seed % 96));
+        }
+        let q = q.join(" ");
+        let original: String =
+            sqlx::query_scalar("SELECT websearch_to_tsquery(search_config('en'), $1)::text")
+                .bind(&q)
+                .fetch_one(&runtime)
+                .await
+                .unwrap();
+        let simplified = news_service::domain::tsquery::without_contradictions(&original);
+        if simplified.as_deref() != Some(original.as_str()) {
+            changed += 1;
+        }
+        let (matched, matched_simplified): (Vec<bool>, Vec<bool>) = {
+            let rows: Vec<(bool, bool)> = sqlx::query_as(
+                "SELECT to_tsvector(search_config('en'), d) @@ $2::tsquery,
+                        coalesce(to_tsvector(search_config('en'), d) @@ $3::tsquery, false)
+                   FROM unnest($1::text[]) WITH ORDINALITY AS t (d, n) ORDER BY n",
+            )
+            .bind(&documents)
+            .bind(&original)
+            .bind(simplified.as_deref())
+            .fetch_all(&runtime)
+            .await
+            .unwrap();
+            rows.into_iter().unzip()
+        };
+        assert_eq!(
+            matched, matched_simplified,
+            "{q}: {original} asked as {simplified:?}"
+        );
+    }
+    // The generator does make contradictions.
+    assert!(changed >= 20, "{changed}");
+}
+
 /// A search can hold a connection for seconds (a phrase of very frequent words, up to the
 /// deadline): searches get at most half the pool, and one past that is refused at once, so the
 /// other endpoints keep their connections however many expensive searches arrive.
