@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::config::ServeConfig;
-use crate::state::{ApiDocument, AppState, Db};
+use crate::state::{ApiDocument, AppState, Db, SearchSlots};
 use crate::{counter_fold, db, idempotency, openapi, routes};
 
 /// Request bodies are at most 128 KiB, the limit shared by both services.
@@ -96,6 +96,7 @@ impl Application {
             db,
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
+            search_slots: SearchSlots::for_pool(config.db_max_connections),
         };
         let listener = shared_auth::http::serve::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();

@@ -15,11 +15,33 @@ pub use crate::read_routing::Db;
 #[derive(Clone)]
 pub struct ApiDocument(pub Arc<utoipa::openapi::OpenApi>);
 
+/// Searches served at once. A search can cost the database seconds where any other read costs
+/// milliseconds (docs/news.md, "GET /v1/news/search"): searches may hold at most this share of
+/// the connections, so a caller sending many expensive ones cannot take every connection from
+/// the other endpoints; a search past the limit is refused at once with 503 `overloaded`.
+#[derive(Clone)]
+pub struct SearchSlots(pub Arc<tokio::sync::Semaphore>);
+
+impl SearchSlots {
+    /// Half of a pool of `connections` (at least one).
+    pub fn for_pool(connections: u32) -> Self {
+        let slots = (connections as usize).div_ceil(2).max(1);
+        Self(Arc::new(tokio::sync::Semaphore::new(slots)))
+    }
+}
+
 #[derive(Clone)]
 pub struct AppState {
     pub db: Db,
     pub verifier: Arc<Verifier>,
     pub document: ApiDocument,
+    pub search_slots: SearchSlots,
+}
+
+impl FromRef<AppState> for SearchSlots {
+    fn from_ref(state: &AppState) -> Self {
+        state.search_slots.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Verifier> {

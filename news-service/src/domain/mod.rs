@@ -13,3 +13,4 @@ pub mod highlight;
 pub mod ids;
 pub mod search;
 pub mod text_search;
+pub mod tsquery;

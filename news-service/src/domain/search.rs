@@ -327,6 +327,32 @@ pub fn is_combining_mark(c: char) -> bool {
         | '\u{20D0}'..='\u{20FF}' | '\u{FE20}'..='\u{FE2F}')
 }
 
+/// A suggestion looks for respellings of at most this many words of `q` (its first ones of 3
+/// letters or more): each costs the database a trigram search over the word list (about 2 ms),
+/// and a 200-character query can hold 50 words (180 ms of respelling at the service before
+/// this bound).
+pub const MAX_RESPELT_WORDS: usize = 10;
+
+/// What a suggestion asks the word list about each of `words` (byte ranges of `q`): the word, or
+/// "" for a word it does not respell (shorter than 3 letters, with a digit, or after the first
+/// [`MAX_RESPELT_WORDS`] that it does respell).
+pub fn words_to_respell(q: &str, words: &[std::ops::Range<usize>]) -> Vec<String> {
+    let mut asked = 0;
+    words
+        .iter()
+        .map(|range| {
+            let word = &q[range.clone()];
+            let plain = word.chars().count() >= 3 && !word.chars().any(|c| c.is_numeric());
+            if plain && asked < MAX_RESPELT_WORDS {
+                asked += 1;
+                word.to_owned()
+            } else {
+                String::new()
+            }
+        })
+        .collect()
+}
+
 /// `q` with each word replaced by its respelling (`None` keeps the word); `None` when nothing
 /// changed, so there is nothing to suggest.
 pub fn respell(
@@ -644,6 +670,24 @@ mod tests {
             URL_SAFE_NO_PAD.encode(br#"{"k":"s","q":"a","s":"relevance","p":[1,1,"x"]}"#);
         let cursor = SearchCursor::decode(&no_window).unwrap();
         assert!(cursor.resume(Some("a"), None, &Filters::default()).is_err());
+    }
+
+    #[test]
+    fn a_suggestion_respells_at_most_the_first_words() {
+        let q = "ab harbur 2024 x1y ".to_owned() + &"strik ".repeat(MAX_RESPELT_WORDS + 2);
+        let asked = words_to_respell(&q, &query_words(&q));
+        assert_eq!(asked.len(), 4 + MAX_RESPELT_WORDS + 2);
+        // Short words and words with digits are not respelt, nor counted.
+        assert_eq!(asked[..4], ["", "harbur", "", ""]);
+        assert_eq!(
+            asked.iter().filter(|w| !w.is_empty()).count(),
+            MAX_RESPELT_WORDS
+        );
+        assert_eq!(
+            asked[4..3 + MAX_RESPELT_WORDS],
+            vec!["strik"; MAX_RESPELT_WORDS - 1]
+        );
+        assert!(asked[3 + MAX_RESPELT_WORDS..].iter().all(String::is_empty));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use shared_auth::http::cache::{IfNoneMatch, json_read};
 use shared_auth::http::cursor;
+use shared_auth::http::load::overloaded_problem;
 use shared_auth::{OptionalCaller, Paging, Problem, Query};
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -16,7 +17,7 @@ use crate::domain::search::SearchPage;
 use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query, parse_time};
 use crate::error::Result;
 use crate::problems::SearchProblems;
-use crate::state::{AppState, Db};
+use crate::state::{AppState, Db, SearchSlots};
 use crate::store::search;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -104,7 +105,13 @@ impl SearchQuery {
 /// (score 3 title, 2 summary, 1 body; newer first among equals); any older matches follow,
 /// newest first, with score 0. Each hit carries up to 3 `highlights` whose `marks` are
 /// `[start, end)` code-point spans of the matched words. When nothing matches, `suggestion`
-/// respells `q` from the articles' words. Paged by cursor only: `offset` is 400.
+/// respells `q` (its first 10 words of 3 letters or more) from the articles' words. A query
+/// that excludes a word it requires (`officials -officials`) matches nothing. Paged by cursor
+/// only: `offset` is 400.
+///
+/// At most half the database pool's connections serve searches at once; a search past that is
+/// refused at once with 503 `overloaded` (`Retry-After`), so expensive searches never take the
+/// connections of the other endpoints.
 ///
 /// Anonymous answers are cacheable (`ETag`, `Cache-Control: public, max-age=30`, 304 for a
 /// matching `If-None-Match`); answers to a caller with a valid token are
@@ -135,10 +142,17 @@ impl SearchQuery {
 )]
 async fn search_articles(
     State(db): State<Db>,
+    State(slots): State<SearchSlots>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
 ) -> Result<Response> {
+    // Refused at once rather than queued, like the service's own in-flight limit.
+    let Ok(_slot) = slots.0.try_acquire() else {
+        return Err(overloaded_problem()
+            .with_detail("too many searches at once; retry shortly")
+            .into());
+    };
     if query.offset.is_some() {
         return Err(Problem::invalid_query(
             "search pages by cursor only: pass the previous page's next_cursor as cursor",

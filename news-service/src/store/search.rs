@@ -20,10 +20,11 @@ use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
     Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
-    query_lexemes, query_words, respell, restrict_to_weight,
+    query_lexemes, query_words, respell, restrict_to_weight, words_to_respell,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::domain::text_search::{Folding, Marker};
+use crate::domain::tsquery::without_contradictions;
 use crate::error::Result;
 use crate::store::articles;
 
@@ -47,7 +48,8 @@ pub struct LanguageQuery {
 }
 
 /// The query in every article language whose configuration finds something to look for in it
-/// (none when `q` is stop words or exclusions only: then nothing matches).
+/// (none when `q` is stop words or exclusions only, or excludes a word it requires: then
+/// nothing matches), without the alternatives that cannot match.
 pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<LanguageQuery>> {
     let positive = positive_query(q);
     let rows = sqlx::query_as!(
@@ -69,10 +71,15 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
     )
     .fetch_all(db)
     .await?;
-    // An empty tsquery prints as ''.
+    // An empty tsquery prints as ''. A query that excludes what it requires matches nothing
+    // in that language, and is not asked (see `domain::tsquery`).
     Ok(rows
         .into_iter()
         .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
+        .filter_map(|l| {
+            let query = without_contradictions(&l.query)?;
+            Some(LanguageQuery { query, ..l })
+        })
         .collect())
 }
 
@@ -646,15 +653,9 @@ async fn headlines(
 /// similarity), or `None` when no word has a close one.
 pub async fn suggestion(db: impl PgExecutor<'_>, q: &str) -> Result<Option<String>> {
     let words = query_words(q);
-    // Numbers and very short words are not respelt (the word list holds neither).
-    let asked: Vec<String> = words
-        .iter()
-        .map(|r| &q[r.clone()])
-        .map(|w| {
-            let plain = w.chars().count() >= 3 && !w.chars().any(|c| c.is_numeric());
-            if plain { w.to_owned() } else { String::new() }
-        })
-        .collect();
+    // Numbers and very short words are not respelt (the word list holds neither), nor words
+    // past the first few (each is a trigram search).
+    let asked = words_to_respell(q, &words);
     let rows = sqlx::query!(
         r#"SELECT w.ord AS "ord!",
                   CASE WHEN w.word = ''

@@ -93,9 +93,17 @@ pub async fn spawn_with_fixture() -> TestApp {
 }
 
 pub async fn start(db: TestDatabase, read_url: Option<String>) -> TestApp {
+    start_configured(db, |config| config.database_read_url = read_url).await
+}
+
+/// Like `start`, with the configuration changed by `configure` (pool of 30 before it).
+pub async fn start_configured(
+    db: TestDatabase,
+    configure: impl FnOnce(&mut ServeConfig),
+) -> TestApp {
     let mut config = ServeConfig::new(db.url_for("news_app"), auth_config());
-    config.database_read_url = read_url;
     config.db_max_connections = 30;
+    configure(&mut config);
     let app = Application::build(config).await.expect("app builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());

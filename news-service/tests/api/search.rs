@@ -15,7 +15,7 @@ use shared_auth::testing::TestDatabase;
 
 use crate::helpers::{
     TestApp, assert_problem, database_before_migration, ids, pool_as, spawn_app_in,
-    spawn_with_fixture, start,
+    spawn_with_fixture, start, start_configured,
 };
 
 /// Articles in English and Spanish, with accents written precomposed (é) and decomposed
@@ -843,6 +843,196 @@ async fn selective_and_frequent_words_use_an_index() {
             }
         }
     }
+}
+
+/// A query that excludes a word it requires matches nothing, but PostgreSQL estimates it as
+/// frequent as the word and walks the newest-first index through every article looking for a
+/// match (7.5 s on a million articles): such a query is not asked, and an alternative that
+/// cannot match is left out of the query the planner sees.
+#[tokio::test]
+async fn a_word_both_required_and_excluded_is_not_searched_for() {
+    let app = spawn_search().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    // `common` in every other article, `lighthouse` in one.
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
+         SELECT 'x-' || i, 'Story ' || i || CASE WHEN i % 2 = 0 THEN ' common' ELSE '' END,
+                'Summary ' || (i % 97), 'Body about topic ' || (i % 1013)
+                || CASE WHEN i = 777 THEN ' lighthouse' ELSE '' END,
+                'u', timestamptz '2026-01-01' - i * interval '1 minute', 'org-a', 'jrn-1'
+           FROM generate_series(1, 20000) AS i",
+    )
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    sqlx::query("VACUUM ANALYZE articles")
+        .execute(&app.admin().await)
+        .await
+        .unwrap();
+    let runtime = pool_as(&app.db, "news_app").await;
+    for q in ["common -common", "\"story common\" -common"] {
+        assert!(
+            language_queries(&runtime, q).await.unwrap().is_empty(),
+            "{q}"
+        );
+        let page = search(&app, &format!("q={}", encode(q))).await;
+        assert_eq!(page["count"], 0, "{q}");
+        assert_eq!(page["suggestion"], Value::Null, "{q}");
+    }
+    // Compared after stemming, per language: English stems `commons` as `common`, Spanish
+    // does not, so only the Spanish query is asked.
+    let languages = language_queries(&runtime, "commons -common").await.unwrap();
+    let asked: Vec<&str> = languages.iter().map(|l| l.language.as_str()).collect();
+    assert_eq!(asked, ["es"]);
+    assert_eq!(found(&app, "commons -common").await, Vec::<String>::new());
+    // `lighthouse OR (common -common)`: the planner is asked for `lighthouse` alone, and reads
+    // it from the GIN index instead of walking the articles for the frequent word.
+    let q = "lighthouse OR common -common";
+    let languages = language_queries(&runtime, q).await.unwrap();
+    assert!(!languages.is_empty());
+    for l in &languages {
+        assert!(!l.query.contains("common"), "{l:?}");
+    }
+    let plan = plan(
+        &runtime,
+        window_query("EXPLAIN ", &languages, &Filters::default(), None),
+    )
+    .await;
+    assert!(plan.contains("articles_search_idx"), "{plan}");
+    assert_eq!(found(&app, q).await, vec!["x-777".to_owned()]);
+}
+
+/// The query asked without its contradictions matches exactly the documents PostgreSQL's own
+/// query matches, over generated web-search queries (words, exclusions, phrases, `OR`, words
+/// that stem alike) and every short sequence of their words.
+#[tokio::test]
+async fn queries_without_contradictions_match_what_postgresql_matches() {
+    let app = spawn_search().await;
+    let runtime = pool_as(&app.db, "news_app").await;
+    let words = ["strike", "strikes", "harbour", "port"];
+    // Every sequence of 1 to 3 of the words: phrases depend on order and adjacency.
+    let mut documents: Vec<String> = Vec::new();
+    let mut frontier = vec![String::new()];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for prefix in &frontier {
+            for word in words {
+                let text = format!("{prefix} {word}").trim().to_owned();
+                documents.push(text.clone());
+                next.push(text);
+            }
+        }
+        frontier = next;
+    }
+    // Queries of 1 to 4 terms, drawn by a fixed linear congruential sequence.
+    let terms = |i: usize| -> String {
+        let (a, b) = (words[i % 4], words[(i / 4) % 4]);
+        match (i / 16) % 6 {
+            0 => a.to_owned(),
+            1 => format!("-{a}"),
+            2 => format!("\"{a} {b}\""),
+            3 => format!("-\"{a} {b}\""),
+            4 => format!("{a} OR {b}"),
+            _ => format!("{a} OR -{b}"),
+        }
+    };
+    let mut seed: usize = 7;
+    let mut changed = 0;
+    for _ in 0..300 {
+        let mut q = Vec::new();
+        for _ in 0..=(seed % 4) {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345) % (1 << 31);
+            q.push(terms(seed % 96));
+        }
+        let q = q.join(" ");
+        let original: String =
+            sqlx::query_scalar("SELECT websearch_to_tsquery(search_config('en'), $1)::text")
+                .bind(&q)
+                .fetch_one(&runtime)
+                .await
+                .unwrap();
+        let simplified = news_service::domain::tsquery::without_contradictions(&original);
+        if simplified.as_deref() != Some(original.as_str()) {
+            changed += 1;
+        }
+        let (matched, matched_simplified): (Vec<bool>, Vec<bool>) = {
+            let rows: Vec<(bool, bool)> = sqlx::query_as(
+                "SELECT to_tsvector(search_config('en'), d) @@ $2::tsquery,
+                        coalesce(to_tsvector(search_config('en'), d) @@ $3::tsquery, false)
+                   FROM unnest($1::text[]) WITH ORDINALITY AS t (d, n) ORDER BY n",
+            )
+            .bind(&documents)
+            .bind(&original)
+            .bind(simplified.as_deref())
+            .fetch_all(&runtime)
+            .await
+            .unwrap();
+            rows.into_iter().unzip()
+        };
+        assert_eq!(
+            matched, matched_simplified,
+            "{q}: {original} asked as {simplified:?}"
+        );
+    }
+    // The generator does make contradictions.
+    assert!(changed >= 20, "{changed}");
+}
+
+/// A search can hold a connection for seconds (a phrase of very frequent words, up to the
+/// deadline): searches get at most half the pool, and one past that is refused at once, so the
+/// other endpoints keep their connections however many expensive searches arrive.
+#[tokio::test]
+async fn searches_leave_connections_for_the_other_endpoints() {
+    let db = TestDatabase::create().await;
+    news_service::migrate(&db.url_for("news_owner"))
+        .await
+        .unwrap();
+    let app = start_configured(db, |config| {
+        config.db_max_connections = 4;
+        config.db_acquire_timeout_ms = 500;
+    })
+    .await;
+    // Every search waits on this lock (its first statement reads `search_languages`), holding
+    // its connection, as a slow one would; the article list does not read that table.
+    let admin = app.admin().await;
+    let mut lock = admin.begin().await.unwrap();
+    sqlx::query("LOCK TABLE search_languages IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let waiting = || async {
+        app.count(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE usename = 'news_app' AND wait_event_type = 'Lock'",
+        )
+        .await
+    };
+    let url = app.url("/search?q=harbour");
+    let mut searches = Vec::new();
+    for _ in 0..4 {
+        searches.push(tokio::spawn(app.client.get(&url).send()));
+    }
+    // Two hold connections (half of 4); the other two were refused at once.
+    let started = std::time::Instant::now();
+    while waiting().await < 2 {
+        assert!(started.elapsed().as_secs() < 4, "searches never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let list = app.get("/articles", None).await;
+    assert_eq!(list.status(), 200);
+    assert_eq!(waiting().await, 2);
+    lock.rollback().await.unwrap();
+    let mut statuses = Vec::new();
+    for search in searches {
+        let response = search.await.unwrap().unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == 503 {
+            assert!(response.headers().contains_key("retry-after"));
+            assert_problem(response, 503, "overloaded").await;
+        }
+    }
+    statuses.sort();
+    assert_eq!(statuses, [200, 200, 503, 503]);
 }
 
 #[tokio::test]
