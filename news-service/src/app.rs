@@ -96,7 +96,10 @@ impl Application {
             db,
             verifier,
             document: ApiDocument(Arc::new(openapi::openapi())),
-            search_slots: SearchSlots::for_pool(config.db_max_connections),
+            search_slots: SearchSlots::for_pool(
+                config.db_max_connections,
+                Duration::from_millis(config.db_acquire_timeout_ms),
+            ),
         };
         let listener = shared_auth::http::serve::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();

@@ -5,9 +5,11 @@
 //! them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::FromRef;
 use shared_auth::Verifier;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 pub use crate::read_routing::Db;
 
@@ -16,17 +18,33 @@ pub use crate::read_routing::Db;
 pub struct ApiDocument(pub Arc<utoipa::openapi::OpenApi>);
 
 /// Searches served at once. A search can cost the database seconds where any other read costs
-/// milliseconds (docs/news.md, "GET /v1/news/search"): searches may hold at most this share of
-/// the connections, so a caller sending many expensive ones cannot take every connection from
-/// the other endpoints; a search past the limit is refused at once with 503 `overloaded`.
+/// milliseconds (docs/news.md, "GET /v1/news/search"): searches may hold at most half of the
+/// connections, so a caller sending many expensive ones cannot take every connection from the
+/// other endpoints. A search past the limit waits for a turn as long as a request waits for a
+/// pooled connection, then is refused with 503 `overloaded`: a burst of cheap searches is served,
+/// not refused.
 #[derive(Clone)]
-pub struct SearchSlots(pub Arc<tokio::sync::Semaphore>);
+pub struct SearchSlots {
+    slots: Arc<Semaphore>,
+    wait: Duration,
+}
 
 impl SearchSlots {
-    /// Half of a pool of `connections` (at least one).
-    pub fn for_pool(connections: u32) -> Self {
+    /// Half of a pool of `connections` (at least one), each turn waited for at most `wait`.
+    pub fn for_pool(connections: u32, wait: Duration) -> Self {
         let slots = (connections as usize).div_ceil(2).max(1);
-        Self(Arc::new(tokio::sync::Semaphore::new(slots)))
+        Self {
+            slots: Arc::new(Semaphore::new(slots)),
+            wait,
+        }
+    }
+
+    /// A turn to search, held until dropped; `None` when none came free in time.
+    pub async fn take(&self) -> Option<SemaphorePermit<'_>> {
+        tokio::time::timeout(self.wait, self.slots.acquire())
+            .await
+            .ok()?
+            .ok()
     }
 }
 

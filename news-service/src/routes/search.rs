@@ -109,9 +109,10 @@ impl SearchQuery {
 /// that excludes a word it requires (`officials -officials`) matches nothing. Paged by cursor
 /// only: `offset` is 400.
 ///
-/// At most half the database pool's connections serve searches at once; a search past that is
-/// refused at once with 503 `overloaded` (`Retry-After`), so expensive searches never take the
-/// connections of the other endpoints.
+/// At most half the database pool's connections serve searches at once, so expensive searches
+/// never take the connections of the other endpoints; a search past that waits for a turn as long
+/// as for a pooled connection (`NEWS_DB_ACQUIRE_TIMEOUT_MS`), then is refused with 503
+/// `overloaded` (`Retry-After`).
 ///
 /// Anonymous answers are cacheable (`ETag`, `Cache-Control: public, max-age=30`, 304 for a
 /// matching `If-None-Match`); answers to a caller with a valid token are
@@ -147,8 +148,7 @@ async fn search_articles(
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
 ) -> Result<Response> {
-    // Refused at once rather than queued, like the service's own in-flight limit.
-    let Ok(_slot) = slots.0.try_acquire() else {
+    let Some(_turn) = slots.take().await else {
         return Err(overloaded_problem()
             .with_detail("too many searches at once; retry shortly")
             .into());
