@@ -466,13 +466,21 @@ fn set_once(slot: &mut Option<u64>, value: Option<&str>) -> Option<()> {
     Some(())
 }
 
-/// RFC 9111 1.2.2: digits only.
+/// The largest lifetime or age the cache counts with: RFC 9111 1.2.2 has a value beyond what a
+/// cache can represent taken as 2^31 seconds (68 years), and keeps every sum of them from
+/// overflowing (`Instant + Duration` panics past its range).
+const GREATEST_DELTA_SECONDS: u64 = 1 << 31;
+
+/// RFC 9111 1.2.2: digits only; a value over [`GREATEST_DELTA_SECONDS`] (however many digits)
+/// counts as that.
 fn delta_seconds(text: &str) -> Option<u64> {
     let text = text.trim();
     if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
-    text.parse().ok()
+    Some(text.parse::<u64>().map_or(GREATEST_DELTA_SECONDS, |secs| {
+        secs.min(GREATEST_DELTA_SECONDS)
+    }))
 }
 
 /// The request headers `Vary` names; `None` for `Vary: *` (never stored) or a name that is not
@@ -701,9 +709,16 @@ mod tests {
             "public, max-age=+5",
             "public, max-age=1e3",
             "public, max-age=",
-            "public, max-age=99999999999999999999999",
         ] {
             assert_eq!(cc(refused), None, "{refused}");
+        }
+        // RFC 9111 1.2.2: a lifetime too large to represent is 2^31 s, never an overflow.
+        for huge in [
+            "public, max-age=18446744073709551615",
+            "public, max-age=99999999999999999999999",
+            "public, max-age=2147483649",
+        ] {
+            assert_eq!(cc(huge), Some(GREATEST_DELTA_SECONDS), "{huge}");
         }
         // Several lines count as one list.
         assert_eq!(
@@ -740,6 +755,7 @@ mod tests {
         assert_eq!(lifetime(&[public, ("age", "10")]), Some(20));
         assert_eq!(lifetime(&[public, ("age", "30")]), None);
         assert_eq!(lifetime(&[public, ("age", "x")]), None);
+        assert_eq!(lifetime(&[public, ("age", "18446744073709551615")]), None);
     }
 
     #[test]

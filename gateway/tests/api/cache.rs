@@ -437,6 +437,26 @@ async fn entries_expire_at_their_max_age_and_s_maxage_comes_first() {
     assert_eq!(kept.json::<Value>().await.unwrap()["n"], 1);
 }
 
+/// RFC 9111 1.2.2: a lifetime larger than the cache can count with is taken as 2^31 s. An
+/// upstream's `max-age=18446744073709551615` once overflowed the entry's expiry instant (a panic
+/// that dropped the client's connection without an answer).
+#[tokio::test]
+async fn a_lifetime_too_large_to_count_is_kept_as_the_largest_one() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    for lifetime in ["18446744073709551615", "99999999999999999999999"] {
+        let target = format!("/v1/news/articles/forever-{lifetime}?cc=public,max-age={lifetime}");
+        let first = get(&gateway, &target).await;
+        assert_eq!(first.status(), 200, "{lifetime}");
+        assert!(age(&first).is_none(), "{lifetime}");
+        let again = get(&gateway, &target).await;
+        assert_eq!(again.status(), 200, "{lifetime}");
+        assert_eq!(age(&again), Some(0), "{lifetime}: answered from the cache");
+        assert_eq!(again.json::<Value>().await.unwrap()["n"], 1, "{lifetime}");
+        assert_eq!(origin.hits(&target), 1, "{lifetime}");
+    }
+}
+
 #[tokio::test]
 async fn head_is_answered_from_a_stored_get_but_does_not_fill_the_cache() {
     let origin = Origin::start().await;
