@@ -147,6 +147,38 @@ async fn an_endpoint_the_gateway_never_saw_is_routed_once_documented_and_404_onc
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
 }
 
+/// A trailing slash is part of an endpoint's spelling, as at the service: a document with
+/// `/v1/news/tags/` is usable (it once made the whole document, new endpoints and all, be
+/// ignored), that spelling is routed and `/v1/news/tags` stays 404.
+#[tokio::test]
+async fn an_endpoint_with_a_trailing_slash_is_routed_as_spelled() {
+    let lingo = Upstream::start("lingo-1").await;
+    let news = Upstream::start("news-1").await;
+    let mut config = config(&[&lingo], &[&news]);
+    config.routes_refresh_secs = 1;
+    let gateway = TestGateway::start(config).await;
+
+    let mut document: Value = serde_json::from_str(&news_with_related()).expect("json");
+    document["paths"]["/v1/news/tags/"] = json!({"get": {"security": [{}]}});
+    news.set_document(Document::Text(document.to_string()));
+    eventually(Duration::from_secs(5), "the new endpoints", || async {
+        status_with_token(&gateway, RELATED).await == 200
+    })
+    .await;
+    let hits = news.hits();
+    let tags = gateway.get("/v1/news/tags/").await;
+    assert_eq!(tags.status(), 200);
+    let echo: Value = tags.json().await.expect("echo");
+    assert_eq!(echo["path"], "/v1/news/tags/");
+    assert_eq!(news.hits(), hits + 1);
+    for other in ["/v1/news/tags", "/v1/news/tags//"] {
+        let response = gateway.get(other).await;
+        assert_eq!(response.status(), 404, "{other}");
+        assert_eq!(problem(response).await["code"], "not_found", "{other}");
+    }
+    assert_eq!(news.hits(), hits + 1, "404s are answered at the gateway");
+}
+
 /// Two replicas in the middle of a rolling update publish different documents: every endpoint
 /// either documents is routed, with the strictest access either gives it.
 #[tokio::test]
