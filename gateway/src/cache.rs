@@ -179,7 +179,13 @@ impl AnswerCache {
             Lookup::Pass => {
                 self.metrics.answer_cache_pass();
                 // Boxed, like every path that goes upstream: it keeps the hit's future small.
-                Box::pin(proxy.forward(group, request)).await
+                if request.method == Method::HEAD {
+                    return Box::pin(proxy.forward(group, request)).await;
+                }
+                // No single flight, but an answer that is storable now is stored (Varnish's
+                // hit-for-miss): a URL that became public is not bypassed for the rest of the
+                // pass.
+                Box::pin(self.fetch(proxy, group, request, None)).await
             }
             Lookup::Miss => Box::pin(self.miss(proxy, group, request)).await,
         }
@@ -246,10 +252,9 @@ impl AnswerCache {
                     Lookup::Fresh(answer) => {
                         return Ok(answer.reply(&request.method, &request.headers, now));
                     }
-                    Lookup::Pass => return proxy.forward(group, request).await,
                     // Nothing stored: this request goes upstream on its own, without queueing
-                    // again.
-                    Lookup::Miss => None,
+                    // again, and stores what it may.
+                    Lookup::Pass | Lookup::Miss => None,
                 }
             }
         };

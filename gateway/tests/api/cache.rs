@@ -2,7 +2,8 @@
 //! it gets per target and answers with the caching headers the query asks for:
 //! `cc` (Cache-Control), `vary`, `cookie=1` (Set-Cookie), `status`, `sleep_ms`, `size` (a body of
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
-//! `break=1` (a chunked body that breaks off after its first piece).
+//! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
+//! (`Cache-Control: private` instead of `cc` on the target's first N requests).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -104,7 +105,12 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
         .header("content-type", content_type)
         .header("etag", format!("\"v{n}\""))
         .header("x-request-id", format!("upstream-{n}"));
-    if let Some(cc) = query.get("cc") {
+    let private_until = query
+        .get("private_until")
+        .map_or(0, |until| until.parse().unwrap());
+    if n <= private_until {
+        response = response.header("cache-control", "private");
+    } else if let Some(cc) = query.get("cc") {
         response = response.header("cache-control", cc.as_str());
     }
     if let Some(vary) = query.get("vary") {
@@ -316,6 +322,27 @@ async fn answers_that_are_personal_or_not_public_are_never_stored() {
         }
         assert_eq!(origin.hits(&target), 3, "{query}");
     }
+}
+
+/// A URL whose answer was not storable skips the single flight for a while (Varnish's
+/// hit-for-miss), but an answer that is storable again is stored at once: the cache does not
+/// stay bypassed for a URL that has become public.
+#[tokio::test]
+async fn a_url_whose_answer_becomes_public_is_stored_at_once() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let target = format!("/v1/news/articles/changing?{PUBLIC}&private_until=1");
+    let personal = get(&gateway, &target).await;
+    assert_eq!(personal.headers()["cache-control"], "private");
+    let public = get(&gateway, &target).await;
+    assert!(age(&public).is_none());
+    assert_eq!(public.json::<Value>().await.unwrap()["n"], 2);
+    let stored = get(&gateway, &target).await;
+    assert!(age(&stored).is_some(), "answered from the cache");
+    assert_eq!(stored.json::<Value>().await.unwrap()["n"], 2);
+    assert_eq!(origin.hits(&target), 2);
+    let passed = metric(&gateway, "gateway_answer_cache_total{result=\"pass\"}").await;
+    assert_eq!(passed, 1.0, "the second request skipped the single flight");
 }
 
 #[tokio::test]
