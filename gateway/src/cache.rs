@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody as _};
+use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
@@ -349,6 +350,27 @@ impl AnswerCache {
             leader.failed(&problem);
         }
         problem
+    }
+
+    /// RFC 9111 4.4: an unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) that succeeded
+    /// (a 2xx or 3xx) changed what its target, and what its `Location` and `Content-Location`
+    /// name, would answer: their stored answers are dropped, so the next anonymous read gets the
+    /// service's. Only references that are a path on this gateway (`/v1/...`) are known here.
+    pub fn invalidate_after_write(&self, target: &PathAndQuery, answer: &Response) {
+        let status = answer.status();
+        if !(status.is_success() || status.is_redirection()) {
+            return;
+        }
+        let mut dropped = self.entries.remove(target.as_str()).is_some();
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            let reference = answer.headers().get(name).and_then(|v| v.to_str().ok());
+            if let Some(path) = reference.filter(|r| r.starts_with('/') && !r.starts_with("//")) {
+                dropped |= self.entries.remove(path).is_some();
+            }
+        }
+        if dropped {
+            self.size_changed();
+        }
     }
 
     fn pass(&self, target: Box<str>, now: Instant) {

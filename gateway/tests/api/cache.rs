@@ -3,7 +3,7 @@
 //! `cc` (Cache-Control), `vary`, `cookie=1` (Set-Cookie), `status`, `sleep_ms`, `size` (a body of
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
 //! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
-//! (`Cache-Control: private` instead of `cc` on the target's first N requests).
+//! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use gateway::config::GatewayConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 
-use crate::helpers::{TestGateway, problem};
+use crate::helpers::{TestGateway, committed_document, problem};
 
 #[derive(Clone, Default)]
 struct Counts {
@@ -72,7 +72,22 @@ fn query_map(request: &Request) -> HashMap<String, String> {
         .collect()
 }
 
+/// The origin's route document: the committed news document, with comments also taken by
+/// `POST` at the article's comments (a target both read and written).
+fn document() -> Response {
+    let mut document = committed_document("news");
+    document["paths"]["/v1/news/articles/{article_id}/comments"]["post"] =
+        json!({"security": [{"bearer": []}]});
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(document.to_string()))
+        .unwrap()
+}
+
 async fn answer(State(counts): State<Counts>, request: Request) -> Response {
+    if request.uri().path() == "/v1/news/openapi.json" {
+        return document();
+    }
     let target = request.uri().path_and_query().unwrap().as_str().to_owned();
     let n = {
         let mut by_target = counts.by_target.lock().unwrap();
@@ -115,6 +130,9 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     }
     if let Some(vary) = query.get("vary") {
         response = response.header("vary", vary.as_str());
+    }
+    if let Some(location) = query.get("location") {
+        response = response.header("location", location.as_str());
     }
     if query.contains_key("cookie") {
         response = response.header("set-cookie", "session=1");
@@ -343,6 +361,52 @@ async fn a_url_whose_answer_becomes_public_is_stored_at_once() {
     assert_eq!(origin.hits(&target), 2);
     let passed = metric(&gateway, "gateway_answer_cache_total{result=\"pass\"}").await;
     assert_eq!(passed, 1.0, "the second request skipped the single flight");
+}
+
+/// RFC 9111 4.4: a write that succeeded drops the stored answers of its target and of the
+/// paths its `Location` and `Content-Location` name; one that failed changes nothing.
+#[tokio::test]
+async fn a_successful_write_drops_the_stored_answers_it_changed() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let comments = format!("/v1/news/articles/a1/comments?{PUBLIC}");
+    let article = format!("/v1/news/articles/a1?{PUBLIC}");
+    let gateway = &gateway;
+    let read = |target: String| async move {
+        let response = get(gateway, &target).await;
+        assert_eq!(response.status(), 200, "{target}");
+        age(&response).is_some()
+    };
+    let write = |target: String| {
+        let request = gateway.client.post(gateway.url(&target));
+        async move {
+            let response = request.bearer_auth(token("ada")).send().await.unwrap();
+            response.status().as_u16()
+        }
+    };
+    // The origin's document, read at start, adds the POST.
+    while write("/v1/news/articles/a0/comments".into()).await == 405 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for target in [&comments, &article] {
+        assert!(!read(target.clone()).await);
+        assert!(read(target.clone()).await, "{target} stored");
+    }
+
+    // Refused by the service: nothing changed, nothing dropped.
+    assert_eq!(write(format!("{comments}&status=403")).await, 403);
+    assert!(read(comments.clone()).await);
+    // A write to another target leaves the comments alone, but drops what its Location names.
+    assert_eq!(
+        write(format!("/v1/news/articles/a2/comments?location={article}")).await,
+        200
+    );
+    assert!(read(comments.clone()).await, "another target's write");
+    assert!(!read(article.clone()).await, "named by the Location");
+    // A write to the target itself drops it.
+    assert_eq!(write(comments.clone()).await, 200);
+    assert!(!read(comments.clone()).await, "the write's own target");
+    assert!(read(comments.clone()).await, "stored again");
 }
 
 #[tokio::test]
