@@ -300,10 +300,15 @@ pub async fn learn_forever(
     if group.replicas.is_empty() {
         return;
     }
+    // Every `every` from one start to the next, not from the end of a read to the next start:
+    // a replica slow to give its document (up to FETCH_TIMEOUT) does not stretch the period.
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
     loop {
         refresh(&group, &routes, &client, &metrics).await;
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            _ = ticks.tick() => {}
             () = group.came_back.notified() => {}
         }
     }
