@@ -339,8 +339,11 @@ impl AnswerCache {
         drop(leader);
         let if_none_match: Vec<&HeaderValue> = if_none_match.iter().collect();
         let mut response = answer.reply_to(&method, &if_none_match, now);
-        // Fresh from the upstream, not from the cache: no `Age`.
-        response.headers_mut().remove(header::AGE);
+        if answer.age_at_store == 0 {
+            // Made by the service for this request: no `Age`. One the answer arrived with (from
+            // a cache behind the gateway) stays, as on any answer passed on.
+            response.headers_mut().remove(header::AGE);
+        }
         Ok(response)
     }
 

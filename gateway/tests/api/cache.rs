@@ -3,7 +3,8 @@
 //! `cc` (Cache-Control), `vary`, `cookie=1` (Set-Cookie), `status`, `sleep_ms`, `size` (a body of
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
 //! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
-//! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`.
+//! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`,
+//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -130,6 +131,9 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     }
     if let Some(vary) = query.get("vary") {
         response = response.header("vary", vary.as_str());
+    }
+    if let Some(age) = query.get("age") {
+        response = response.header("age", age.as_str());
     }
     if let Some(location) = query.get("location") {
         response = response.header("location", location.as_str());
@@ -526,6 +530,21 @@ async fn entries_expire_at_their_max_age_and_s_maxage_comes_first() {
     let kept = get(&gateway, shared).await;
     assert!(age(&kept).is_some_and(|age| age >= 1));
     assert_eq!(kept.json::<Value>().await.unwrap()["n"], 1);
+}
+
+/// An answer that arrives with an `Age` (from a cache behind the gateway) keeps it on its way to
+/// the client that fetched it, and the stored copy counts on from it; only an answer the
+/// service made for this request goes without one.
+#[tokio::test]
+async fn an_age_the_answer_arrived_with_is_passed_on_and_counted_on() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let target = "/v1/news/articles/aged?cc=public,max-age=60&age=20";
+    let first = get(&gateway, target).await;
+    assert_eq!(age(&first), Some(20), "the upstream's Age, not dropped");
+    let stored = get(&gateway, target).await;
+    assert!(age(&stored).is_some_and(|age| (20..=21).contains(&age)));
+    assert_eq!(origin.hits(target), 1);
 }
 
 /// RFC 9111 1.2.2: a lifetime larger than the cache can count with is taken as 2^31 s. An
