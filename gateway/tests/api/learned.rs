@@ -352,3 +352,46 @@ async fn a_restarted_replica_beside_a_healthy_one_is_used_again_within_a_second(
     println!("a restarted replica beside a healthy one got traffic {took:?} after it was ready");
     assert!(back.hits() >= 1);
 }
+
+/// A replica that accepts connections and never answers (stuck) makes each of its probes last the
+/// probe timeout (2 s). It delays no other replica's probe: a restarted news replica is still
+/// seen by the quick probe within a second, though the lingo replica is stuck (the probes of all
+/// replicas once waited for one another, every round).
+#[tokio::test]
+async fn a_stuck_replica_of_one_group_does_not_slow_the_probes_of_the_other() {
+    let stuck = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let healthy = Upstream::start("news-healthy").await;
+    let mut restarted = Upstream::start("news-restarted").await;
+    let addr = restarted.addr;
+    let mut config = config(&[], &[&healthy, &restarted]);
+    config.lingo_upstreams = format!("http://{}", stuck.local_addr().expect("addr"))
+        .parse()
+        .expect("url");
+    config.upstream_probe_interval_secs = 60;
+    let gateway = TestGateway::start(config).await;
+
+    restarted.kill().await;
+    for _ in 0..4 {
+        assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
+    }
+    // The stuck replica's first probe has timed out: it is down, probed with the down ones.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("the port is free again");
+    let back = Upstream::serve_on("news-restarted", listener);
+    let took = eventually(Duration::from_millis(1500), "traffic again", || async {
+        let response = gateway.get("/v1/news/articles").await;
+        let echo: Value = response.json().await.expect("echo");
+        echo["replica"] == "news-restarted"
+    })
+    .await;
+    println!(
+        "with a stuck replica in the other group, a restarted one got traffic {took:?} after it was ready"
+    );
+    assert!(back.hits() >= 1);
+    drop(stuck);
+}
