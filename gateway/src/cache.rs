@@ -616,14 +616,18 @@ impl Answer {
 }
 
 /// Whether an answer with `headers` matches the client's `If-None-Match` (weak comparison).
+/// `*` matches any answer, with an `ETag` or without (RFC 9110 13.1.2: there is a current
+/// representation).
 fn validator_matches(headers: &HeaderMap, if_none_match: &[&HeaderValue]) -> bool {
-    let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
+    let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok());
     if_none_match
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .any(|value| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+        .any(|value| {
+            value.trim() == "*"
+                || etag
+                    .is_some_and(|etag| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+        })
 }
 
 /// The 304 for an answer with `headers`: the headers a 304 keeps, no body.

@@ -4,7 +4,7 @@
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
 //! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
 //! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`,
-//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway).
+//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway), `no_etag=1`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -119,8 +119,10 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     let mut response = Response::builder()
         .status(StatusCode::from_u16(status).unwrap())
         .header("content-type", content_type)
-        .header("etag", format!("\"v{n}\""))
         .header("x-request-id", format!("upstream-{n}"));
+    if !query.contains_key("no_etag") {
+        response = response.header("etag", format!("\"v{n}\""));
+    }
     let private_until = query
         .get("private_until")
         .map_or(0, |until| until.parse().unwrap());
@@ -472,6 +474,15 @@ async fn if_none_match_is_answered_with_304_from_the_stored_answer() {
     assert_eq!(not_modified.headers()["cache-control"], "public,max-age=60");
     assert!(age(&not_modified).is_some());
     assert!(not_modified.bytes().await.unwrap().is_empty());
+    // `*`: any stored answer is a current representation, with an ETag or without.
+    let untagged = format!("/v1/news/articles/untagged?{PUBLIC}&no_etag=1");
+    assert_eq!(get(&gateway, &untagged).await.status(), 200);
+    for stored in [&target, &untagged] {
+        let any = conditional(stored.clone(), "*").await;
+        assert_eq!(any.status(), 304, "{stored}");
+        assert!(age(&any).is_some(), "{stored}");
+    }
+    assert_eq!(origin.hits(&untagged), 1);
     let weak_or_listed = conditional(target.clone(), "\"x\", W/\"v1\"").await;
     assert_eq!(weak_or_listed.status(), 304);
     let other = conditional(target.clone(), "\"v0\"").await;
