@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody as _};
+use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
@@ -179,7 +180,13 @@ impl AnswerCache {
             Lookup::Pass => {
                 self.metrics.answer_cache_pass();
                 // Boxed, like every path that goes upstream: it keeps the hit's future small.
-                Box::pin(proxy.forward(group, request)).await
+                if request.method == Method::HEAD {
+                    return Box::pin(proxy.forward(group, request)).await;
+                }
+                // No single flight, but an answer that is storable now is stored (Varnish's
+                // hit-for-miss): a URL that became public is not bypassed for the rest of the
+                // pass.
+                Box::pin(self.fetch(proxy, group, request, None)).await
             }
             Lookup::Miss => Box::pin(self.miss(proxy, group, request)).await,
         }
@@ -246,10 +253,9 @@ impl AnswerCache {
                     Lookup::Fresh(answer) => {
                         return Ok(answer.reply(&request.method, &request.headers, now));
                     }
-                    Lookup::Pass => return proxy.forward(group, request).await,
                     // Nothing stored: this request goes upstream on its own, without queueing
-                    // again.
-                    Lookup::Miss => None,
+                    // again, and stores what it may.
+                    Lookup::Pass | Lookup::Miss => None,
                 }
             }
         };
@@ -333,8 +339,11 @@ impl AnswerCache {
         drop(leader);
         let if_none_match: Vec<&HeaderValue> = if_none_match.iter().collect();
         let mut response = answer.reply_to(&method, &if_none_match, now);
-        // Fresh from the upstream, not from the cache: no `Age`.
-        response.headers_mut().remove(header::AGE);
+        if answer.age_at_store == 0 {
+            // Made by the service for this request: no `Age`. One the answer arrived with (from
+            // a cache behind the gateway) stays, as on any answer passed on.
+            response.headers_mut().remove(header::AGE);
+        }
         Ok(response)
     }
 
@@ -344,6 +353,27 @@ impl AnswerCache {
             leader.failed(&problem);
         }
         problem
+    }
+
+    /// RFC 9111 4.4: an unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) that succeeded
+    /// (a 2xx or 3xx) changed what its target, and what its `Location` and `Content-Location`
+    /// name, would answer: their stored answers are dropped, so the next anonymous read gets the
+    /// service's. Only references that are a path on this gateway (`/v1/...`) are known here.
+    pub fn invalidate_after_write(&self, target: &PathAndQuery, answer: &Response) {
+        let status = answer.status();
+        if !(status.is_success() || status.is_redirection()) {
+            return;
+        }
+        let mut dropped = self.entries.remove(target.as_str()).is_some();
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            let reference = answer.headers().get(name).and_then(|v| v.to_str().ok());
+            if let Some(path) = reference.filter(|r| r.starts_with('/') && !r.starts_with("//")) {
+                dropped |= self.entries.remove(path).is_some();
+            }
+        }
+        if dropped {
+            self.size_changed();
+        }
     }
 
     fn pass(&self, target: Box<str>, now: Instant) {
@@ -466,13 +496,21 @@ fn set_once(slot: &mut Option<u64>, value: Option<&str>) -> Option<()> {
     Some(())
 }
 
-/// RFC 9111 1.2.2: digits only.
+/// The largest lifetime or age the cache counts with: RFC 9111 1.2.2 has a value beyond what a
+/// cache can represent taken as 2^31 seconds (68 years), and keeps every sum of them from
+/// overflowing (`Instant + Duration` panics past its range).
+const GREATEST_DELTA_SECONDS: u64 = 1 << 31;
+
+/// RFC 9111 1.2.2: digits only; a value over [`GREATEST_DELTA_SECONDS`] (however many digits)
+/// counts as that.
 fn delta_seconds(text: &str) -> Option<u64> {
     let text = text.trim();
     if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
-    text.parse().ok()
+    Some(text.parse::<u64>().map_or(GREATEST_DELTA_SECONDS, |secs| {
+        secs.min(GREATEST_DELTA_SECONDS)
+    }))
 }
 
 /// The request headers `Vary` names; `None` for `Vary: *` (never stored) or a name that is not
@@ -578,14 +616,18 @@ impl Answer {
 }
 
 /// Whether an answer with `headers` matches the client's `If-None-Match` (weak comparison).
+/// `*` matches any answer, with an `ETag` or without (RFC 9110 13.1.2: there is a current
+/// representation).
 fn validator_matches(headers: &HeaderMap, if_none_match: &[&HeaderValue]) -> bool {
-    let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
+    let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok());
     if_none_match
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .any(|value| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+        .any(|value| {
+            value.trim() == "*"
+                || etag
+                    .is_some_and(|etag| none_match(value, etag.strip_prefix("W/").unwrap_or(etag)))
+        })
 }
 
 /// The 304 for an answer with `headers`: the headers a 304 keeps, no body.
@@ -701,9 +743,16 @@ mod tests {
             "public, max-age=+5",
             "public, max-age=1e3",
             "public, max-age=",
-            "public, max-age=99999999999999999999999",
         ] {
             assert_eq!(cc(refused), None, "{refused}");
+        }
+        // RFC 9111 1.2.2: a lifetime too large to represent is 2^31 s, never an overflow.
+        for huge in [
+            "public, max-age=18446744073709551615",
+            "public, max-age=99999999999999999999999",
+            "public, max-age=2147483649",
+        ] {
+            assert_eq!(cc(huge), Some(GREATEST_DELTA_SECONDS), "{huge}");
         }
         // Several lines count as one list.
         assert_eq!(
@@ -740,6 +789,7 @@ mod tests {
         assert_eq!(lifetime(&[public, ("age", "10")]), Some(20));
         assert_eq!(lifetime(&[public, ("age", "30")]), None);
         assert_eq!(lifetime(&[public, ("age", "x")]), None);
+        assert_eq!(lifetime(&[public, ("age", "18446744073709551615")]), None);
     }
 
     #[test]

@@ -119,6 +119,12 @@ async fn serve(
     let group = state.group(route.group);
     match &state.cache {
         Some(cache) if cache::takes(&outgoing) => cache.serve(&state.proxy, group, outgoing).await,
+        Some(cache) if !outgoing.method.is_safe() => {
+            let target = outgoing.path_and_query.clone();
+            let answer = state.proxy.forward(group, outgoing).await?;
+            cache.invalidate_after_write(&target, &answer);
+            Ok(answer)
+        }
         _ => state.proxy.forward(group, outgoing).await,
     }
 }

@@ -59,8 +59,11 @@ struct Operation {
 /// Why a replica's document was not used; [`Self::outcome`] is its metric label.
 #[derive(Debug)]
 pub enum Refused {
-    /// No answer, or not a 200 (the replica is down, or has no document).
+    /// No connection: the replica is down (the probe says so; logged at debug only).
     Unavailable(String),
+    /// The replica is up but gave no document: not a 200, or not within [`FETCH_TIMEOUT`], or
+    /// broken off (a misconfigured or stuck replica: logged as a warning).
+    NotServed(String),
     /// Larger than [`MAX_DOCUMENT_BYTES`].
     TooLarge,
     /// Not JSON, not OpenAPI 3, no operation at all, or an operation or path the gateway cannot
@@ -73,7 +76,7 @@ pub enum Refused {
 impl Refused {
     pub fn outcome(&self) -> &'static str {
         match self {
-            Refused::Unavailable(_) => "unavailable",
+            Refused::Unavailable(_) | Refused::NotServed(_) => "unavailable",
             Refused::TooLarge => "too_large",
             Refused::Invalid(_) => "invalid",
             Refused::WrongPrefix(_) => "wrong_prefix",
@@ -84,7 +87,9 @@ impl Refused {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::Unavailable(why) => write!(f, "no document: {why}"),
+            Refused::Unavailable(why) | Refused::NotServed(why) => {
+                write!(f, "no document: {why}")
+            }
             Refused::TooLarge => write!(f, "the document is over {MAX_DOCUMENT_BYTES} bytes"),
             Refused::Invalid(why) => write!(f, "not a usable OpenAPI document: {why}"),
             Refused::WrongPrefix(path) => write!(f, "path {path:?} is outside the group"),
@@ -195,10 +200,7 @@ async fn read_document(
             .await
             .map_err(|e| Refused::Unavailable(e.to_string()))?;
         if response.status() != StatusCode::OK {
-            return Err(Refused::Unavailable(format!(
-                "status {}",
-                response.status()
-            )));
+            return Err(Refused::NotServed(format!("status {}", response.status())));
         }
         let declared = response
             .headers()
@@ -210,7 +212,7 @@ async fn read_document(
         let mut body = std::pin::pin!(response.into_body());
         let mut bytes = Vec::new();
         while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-            let frame = frame.map_err(|e| Refused::Unavailable(e.to_string()))?;
+            let frame = frame.map_err(|e| Refused::NotServed(e.to_string()))?;
             if let Ok(data) = frame.into_data() {
                 if bytes.len() + data.len() > MAX_DOCUMENT_BYTES {
                     // Dropping the body closes the connection: the rest is never read.
@@ -223,7 +225,11 @@ async fn read_document(
     };
     tokio::time::timeout(FETCH_TIMEOUT, read)
         .await
-        .unwrap_or_else(|_| Err(Refused::Unavailable("timed out".into())))
+        .unwrap_or_else(|_| {
+            Err(Refused::NotServed(format!(
+                "not read within {FETCH_TIMEOUT:?}"
+            )))
+        })
 }
 
 /// Reads the document of every replica of `group` and, when at least one was good, routes the
@@ -294,10 +300,15 @@ pub async fn learn_forever(
     if group.replicas.is_empty() {
         return;
     }
+    // Every `every` from one start to the next, not from the end of a read to the next start:
+    // a replica slow to give its document (up to FETCH_TIMEOUT) does not stretch the period.
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
     loop {
         refresh(&group, &routes, &client, &metrics).await;
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            _ = ticks.tick() => {}
             () = group.came_back.notified() => {}
         }
     }

@@ -6,8 +6,8 @@
 //! A path is judged and forwarded exactly as the client spelled it, as the services' routers
 //! match it: static segments literally (no percent-decoding), a parameter any non-empty segment.
 //! So an oddly spelled path (`/v1/news//me/feed`, `/v1/news/m%65/feed`, `/v1/lingo/me/./xp`, a
-//! trailing slash) is no endpoint at the gateway, as it is none at the service: 404, token or
-//! not, and never forwarded.
+//! trailing slash the document does not spell) is no endpoint at the gateway, as it is none at
+//! the service: 404, token or not, and never forwarded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -234,9 +234,11 @@ impl Endpoints {
 }
 
 /// `template` (`/v1/news/articles/{article_id}`) as a matchit route with positional parameter
-/// names, or `None` when a segment is empty, a dot segment, or more than one parameter.
+/// names, or `None` when a segment is empty (but for a trailing slash), a dot segment, or more
+/// than one parameter. A trailing slash is kept: `/v1/news/tags/` is an endpoint of its own, as
+/// at the service, and `/v1/news/tags` is not it.
 fn matchable(template: &str) -> Option<String> {
-    let rest = template.strip_prefix('/')?;
+    let rest = without_trailing_slash(template.strip_prefix('/')?);
     let mut route = String::with_capacity(template.len());
     for (position, segment) in rest.split('/').enumerate() {
         if !is_plain_segment(segment) {
@@ -252,11 +254,20 @@ fn matchable(template: &str) -> Option<String> {
             None => route.push_str(segment),
         }
     }
+    if rest.len() < template.len() - 1 {
+        route.push('/');
+    }
     Some(route)
 }
 
 fn is_plain_segment(segment: &str) -> bool {
     !segment.is_empty() && segment != "." && segment != ".."
+}
+
+/// `path` (without its leading `/`) without one trailing slash: the empty segment after it is
+/// no segment, but part of the endpoint's spelling.
+fn without_trailing_slash(path: &str) -> &str {
+    path.strip_suffix('/').unwrap_or(path)
 }
 
 /// One endpoint of a built table.
@@ -370,7 +381,10 @@ impl RouteTable {
         let Some(group) = Group::of(path) else {
             return Lookup::NotFound;
         };
-        if !path[1..].split('/').all(is_plain_segment) {
+        if !without_trailing_slash(&path[1..])
+            .split('/')
+            .all(is_plain_segment)
+        {
             return Lookup::NotFound;
         }
         let table = self.of(group).load();
@@ -573,6 +587,39 @@ mod tests {
     }
 
     #[test]
+    fn a_template_with_a_trailing_slash_is_that_spelling_only() {
+        let news = table(&[
+            ("/v1/news/tags/", &["get"], Access::Optional),
+            ("/v1/news/articles/{id}/", &["get"], Access::Required),
+            ("/v1/news/articles/{id}", &["get"], Access::Optional),
+        ]);
+        let routes = RouteTable::new(table(&[]), news);
+        let get = |path| judged(routes.lookup(path, &Method::GET));
+        assert_eq!(get("/v1/news/tags/"), route(Group::News, Access::Optional));
+        assert_eq!(
+            get("/v1/news/articles/a1/"),
+            route(Group::News, Access::Required)
+        );
+        assert_eq!(
+            get("/v1/news/articles/a1"),
+            route(Group::News, Access::Optional)
+        );
+        for path in [
+            "/v1/news/tags",
+            "/v1/news/tags//",
+            "/v1/news/tags/./",
+            "/v1/news/articles//",
+            "/v1/news/articles/a1//",
+        ] {
+            assert_eq!(
+                routes.lookup(path, &Method::GET),
+                Lookup::NotFound,
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
     fn a_table_is_replaced_whole() {
         let routes = sample();
         let news = table(&[("/v1/news/articles/{id}/related", &["get"], Access::Required)]);
@@ -653,7 +700,11 @@ mod tests {
             "/v1/news/{a}-{b}",
             "/v1/news/files/{name}.json",
             "/v1/news//x",
+            "/v1/news/x//",
             "/v1/news/./x",
+            "/v1/news/x/./",
+            "/",
+            "//",
             "/v1/news/{}",
             "/v1/news/{*rest}",
             "v1/news/x",

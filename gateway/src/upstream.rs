@@ -190,38 +190,56 @@ impl UpstreamGroup {
         self.replicas.iter().filter(|r| r.is_available(now)).count()
     }
 
-    /// Probes the replicas that are down, or every replica when `all`. A replica that was down
-    /// and answers is usable at once, and `came_back` is told.
-    pub async fn probe(&self, client: &UpstreamClient, all: bool) {
-        let now = Instant::now();
-        let probes = self
-            .replicas
-            .iter()
-            .filter(|replica| all || !replica.is_available(now))
-            .map(|replica| async move {
-                let was_available = replica.is_available(now);
-                let ok = probe_replica(client, replica).await;
-                let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
-                if ok {
-                    // A replica that answers again is usable at once, cooldown or not.
-                    replica.set_cooldown(None);
-                }
-                if ok != was_ok {
-                    tracing::info!(group = self.group.label(), upstream = %replica.base, ready = ok, "replica readiness changed");
-                }
-                ok && !was_available
-            });
-        let answers = futures_util::future::join_all(probes).await;
-        if answers.iter().any(|came_back| *came_back) {
-            self.came_back.notify_one();
+    /// Probes `replica` forever: every `interval` (the first probe right away), and every
+    /// `down_interval` in between while it is down (its last probe failed, or it is cooling
+    /// down). Each replica has its own loop, so a replica whose probes hang until
+    /// [`PROBE_TIMEOUT`] delays no other replica's probes, of its group or of the other.
+    async fn watch(
+        &self,
+        index: usize,
+        client: &UpstreamClient,
+        interval: Duration,
+        down_interval: Duration,
+    ) {
+        let replica = &self.replicas[index];
+        let mut ticker = tokio::time::interval(down_interval.min(interval));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next_full = tokio::time::Instant::now();
+        loop {
+            let now = ticker.tick().await;
+            let full = now >= next_full;
+            if full {
+                next_full = now + interval;
+            } else if replica.is_available(Instant::now()) {
+                continue;
+            }
+            if self.probe(client, replica).await {
+                self.came_back.notify_one();
+            }
+            // Said once per group and full round, by its first replica's loop.
+            if full && index == 0 && self.ready_replicas() == 0 {
+                tracing::warn!(
+                    group = self.group.label(),
+                    replicas = self.replicas.len(),
+                    "no ready replica in the group"
+                );
+            }
         }
-        if all && self.ready_replicas() == 0 && !self.replicas.is_empty() {
-            tracing::warn!(
-                group = self.group.label(),
-                replicas = self.replicas.len(),
-                "no ready replica in the group"
-            );
+    }
+
+    /// Probes `replica` once; whether it was down and is up now (usable at once).
+    async fn probe(&self, client: &UpstreamClient, replica: &Replica) -> bool {
+        let was_available = replica.is_available(Instant::now());
+        let ok = probe_replica(client, replica).await;
+        let was_ok = replica.probe_ok.swap(ok, Ordering::Relaxed);
+        if ok {
+            // A replica that answers again is usable at once, cooldown or not.
+            replica.set_cooldown(None);
         }
+        if ok != was_ok {
+            tracing::info!(group = self.group.label(), upstream = %replica.base, ready = ok, "replica readiness changed");
+        }
+        ok && !was_available
     }
 }
 
@@ -242,26 +260,20 @@ async fn probe_replica(client: &UpstreamClient, replica: &Replica) -> bool {
 }
 
 /// Probes every replica of every group forever, every `interval` (the first probe right away),
-/// and the replicas that are down every `down_interval` in between; `/metrics` and `/readyz`
-/// read the results when asked.
+/// and the replicas that are down every `down_interval` in between, each replica on its own (see
+/// [`UpstreamGroup::watch`]); `/metrics` and `/readyz` read the results when asked.
 pub async fn probe_forever(
     groups: Vec<Arc<UpstreamGroup>>,
     client: UpstreamClient,
     interval: Duration,
     down_interval: Duration,
 ) {
-    let mut ticker = tokio::time::interval(down_interval.min(interval));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut next_full = tokio::time::Instant::now();
-    loop {
-        let now = ticker.tick().await;
-        let all = now >= next_full;
-        if all {
-            next_full = now + interval;
-        }
-        // The groups side by side: a group whose replicas time out does not slow the other's.
-        futures_util::future::join_all(groups.iter().map(|group| group.probe(&client, all))).await;
-    }
+    let client = &client;
+    let watches = groups.iter().flat_map(|group| {
+        (0..group.replicas.len())
+            .map(move |index| group.watch(index, client, interval, down_interval))
+    });
+    futures_util::future::join_all(watches).await;
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! it gets per target and answers with the caching headers the query asks for:
 //! `cc` (Cache-Control), `vary`, `cookie=1` (Set-Cookie), `status`, `sleep_ms`, `size` (a body of
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
-//! `break=1` (a chunked body that breaks off after its first piece).
+//! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
+//! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`,
+//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway), `no_etag=1`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +21,7 @@ use gateway::config::GatewayConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 
-use crate::helpers::{TestGateway, problem};
+use crate::helpers::{TestGateway, committed_document, problem};
 
 #[derive(Clone, Default)]
 struct Counts {
@@ -71,7 +73,22 @@ fn query_map(request: &Request) -> HashMap<String, String> {
         .collect()
 }
 
+/// The origin's route document: the committed news document, with comments also taken by
+/// `POST` at the article's comments (a target both read and written).
+fn document() -> Response {
+    let mut document = committed_document("news");
+    document["paths"]["/v1/news/articles/{article_id}/comments"]["post"] =
+        json!({"security": [{"bearer": []}]});
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(document.to_string()))
+        .unwrap()
+}
+
 async fn answer(State(counts): State<Counts>, request: Request) -> Response {
+    if request.uri().path() == "/v1/news/openapi.json" {
+        return document();
+    }
     let target = request.uri().path_and_query().unwrap().as_str().to_owned();
     let n = {
         let mut by_target = counts.by_target.lock().unwrap();
@@ -102,13 +119,26 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     let mut response = Response::builder()
         .status(StatusCode::from_u16(status).unwrap())
         .header("content-type", content_type)
-        .header("etag", format!("\"v{n}\""))
         .header("x-request-id", format!("upstream-{n}"));
-    if let Some(cc) = query.get("cc") {
+    if !query.contains_key("no_etag") {
+        response = response.header("etag", format!("\"v{n}\""));
+    }
+    let private_until = query
+        .get("private_until")
+        .map_or(0, |until| until.parse().unwrap());
+    if n <= private_until {
+        response = response.header("cache-control", "private");
+    } else if let Some(cc) = query.get("cc") {
         response = response.header("cache-control", cc.as_str());
     }
     if let Some(vary) = query.get("vary") {
         response = response.header("vary", vary.as_str());
+    }
+    if let Some(age) = query.get("age") {
+        response = response.header("age", age.as_str());
+    }
+    if let Some(location) = query.get("location") {
+        response = response.header("location", location.as_str());
     }
     if query.contains_key("cookie") {
         response = response.header("set-cookie", "session=1");
@@ -318,6 +348,73 @@ async fn answers_that_are_personal_or_not_public_are_never_stored() {
     }
 }
 
+/// A URL whose answer was not storable skips the single flight for a while (Varnish's
+/// hit-for-miss), but an answer that is storable again is stored at once: the cache does not
+/// stay bypassed for a URL that has become public.
+#[tokio::test]
+async fn a_url_whose_answer_becomes_public_is_stored_at_once() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let target = format!("/v1/news/articles/changing?{PUBLIC}&private_until=1");
+    let personal = get(&gateway, &target).await;
+    assert_eq!(personal.headers()["cache-control"], "private");
+    let public = get(&gateway, &target).await;
+    assert!(age(&public).is_none());
+    assert_eq!(public.json::<Value>().await.unwrap()["n"], 2);
+    let stored = get(&gateway, &target).await;
+    assert!(age(&stored).is_some(), "answered from the cache");
+    assert_eq!(stored.json::<Value>().await.unwrap()["n"], 2);
+    assert_eq!(origin.hits(&target), 2);
+    let passed = metric(&gateway, "gateway_answer_cache_total{result=\"pass\"}").await;
+    assert_eq!(passed, 1.0, "the second request skipped the single flight");
+}
+
+/// RFC 9111 4.4: a write that succeeded drops the stored answers of its target and of the
+/// paths its `Location` and `Content-Location` name; one that failed changes nothing.
+#[tokio::test]
+async fn a_successful_write_drops_the_stored_answers_it_changed() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let comments = format!("/v1/news/articles/a1/comments?{PUBLIC}");
+    let article = format!("/v1/news/articles/a1?{PUBLIC}");
+    let gateway = &gateway;
+    let read = |target: String| async move {
+        let response = get(gateway, &target).await;
+        assert_eq!(response.status(), 200, "{target}");
+        age(&response).is_some()
+    };
+    let write = |target: String| {
+        let request = gateway.client.post(gateway.url(&target));
+        async move {
+            let response = request.bearer_auth(token("ada")).send().await.unwrap();
+            response.status().as_u16()
+        }
+    };
+    // The origin's document, read at start, adds the POST.
+    while write("/v1/news/articles/a0/comments".into()).await == 405 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for target in [&comments, &article] {
+        assert!(!read(target.clone()).await);
+        assert!(read(target.clone()).await, "{target} stored");
+    }
+
+    // Refused by the service: nothing changed, nothing dropped.
+    assert_eq!(write(format!("{comments}&status=403")).await, 403);
+    assert!(read(comments.clone()).await);
+    // A write to another target leaves the comments alone, but drops what its Location names.
+    assert_eq!(
+        write(format!("/v1/news/articles/a2/comments?location={article}")).await,
+        200
+    );
+    assert!(read(comments.clone()).await, "another target's write");
+    assert!(!read(article.clone()).await, "named by the Location");
+    // A write to the target itself drops it.
+    assert_eq!(write(comments.clone()).await, 200);
+    assert!(!read(comments.clone()).await, "the write's own target");
+    assert!(read(comments.clone()).await, "stored again");
+}
+
 #[tokio::test]
 async fn requests_with_a_token_or_a_cookie_never_use_the_cache() {
     let origin = Origin::start().await;
@@ -377,6 +474,15 @@ async fn if_none_match_is_answered_with_304_from_the_stored_answer() {
     assert_eq!(not_modified.headers()["cache-control"], "public,max-age=60");
     assert!(age(&not_modified).is_some());
     assert!(not_modified.bytes().await.unwrap().is_empty());
+    // `*`: any stored answer is a current representation, with an ETag or without.
+    let untagged = format!("/v1/news/articles/untagged?{PUBLIC}&no_etag=1");
+    assert_eq!(get(&gateway, &untagged).await.status(), 200);
+    for stored in [&target, &untagged] {
+        let any = conditional(stored.clone(), "*").await;
+        assert_eq!(any.status(), 304, "{stored}");
+        assert!(age(&any).is_some(), "{stored}");
+    }
+    assert_eq!(origin.hits(&untagged), 1);
     let weak_or_listed = conditional(target.clone(), "\"x\", W/\"v1\"").await;
     assert_eq!(weak_or_listed.status(), 304);
     let other = conditional(target.clone(), "\"v0\"").await;
@@ -435,6 +541,41 @@ async fn entries_expire_at_their_max_age_and_s_maxage_comes_first() {
     let kept = get(&gateway, shared).await;
     assert!(age(&kept).is_some_and(|age| age >= 1));
     assert_eq!(kept.json::<Value>().await.unwrap()["n"], 1);
+}
+
+/// An answer that arrives with an `Age` (from a cache behind the gateway) keeps it on its way to
+/// the client that fetched it, and the stored copy counts on from it; only an answer the
+/// service made for this request goes without one.
+#[tokio::test]
+async fn an_age_the_answer_arrived_with_is_passed_on_and_counted_on() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    let target = "/v1/news/articles/aged?cc=public,max-age=60&age=20";
+    let first = get(&gateway, target).await;
+    assert_eq!(age(&first), Some(20), "the upstream's Age, not dropped");
+    let stored = get(&gateway, target).await;
+    assert!(age(&stored).is_some_and(|age| (20..=21).contains(&age)));
+    assert_eq!(origin.hits(target), 1);
+}
+
+/// RFC 9111 1.2.2: a lifetime larger than the cache can count with is taken as 2^31 s. An
+/// upstream's `max-age=18446744073709551615` once overflowed the entry's expiry instant (a panic
+/// that dropped the client's connection without an answer).
+#[tokio::test]
+async fn a_lifetime_too_large_to_count_is_kept_as_the_largest_one() {
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+    for lifetime in ["18446744073709551615", "99999999999999999999999"] {
+        let target = format!("/v1/news/articles/forever-{lifetime}?cc=public,max-age={lifetime}");
+        let first = get(&gateway, &target).await;
+        assert_eq!(first.status(), 200, "{lifetime}");
+        assert!(age(&first).is_none(), "{lifetime}");
+        let again = get(&gateway, &target).await;
+        assert_eq!(again.status(), 200, "{lifetime}");
+        assert_eq!(age(&again), Some(0), "{lifetime}: answered from the cache");
+        assert_eq!(again.json::<Value>().await.unwrap()["n"], 1, "{lifetime}");
+        assert_eq!(origin.hits(&target), 1, "{lifetime}");
+    }
 }
 
 #[tokio::test]

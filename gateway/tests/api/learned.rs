@@ -147,6 +147,38 @@ async fn an_endpoint_the_gateway_never_saw_is_routed_once_documented_and_404_onc
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
 }
 
+/// A trailing slash is part of an endpoint's spelling, as at the service: a document with
+/// `/v1/news/tags/` is usable (it once made the whole document, new endpoints and all, be
+/// ignored), that spelling is routed and `/v1/news/tags` stays 404.
+#[tokio::test]
+async fn an_endpoint_with_a_trailing_slash_is_routed_as_spelled() {
+    let lingo = Upstream::start("lingo-1").await;
+    let news = Upstream::start("news-1").await;
+    let mut config = config(&[&lingo], &[&news]);
+    config.routes_refresh_secs = 1;
+    let gateway = TestGateway::start(config).await;
+
+    let mut document: Value = serde_json::from_str(&news_with_related()).expect("json");
+    document["paths"]["/v1/news/tags/"] = json!({"get": {"security": [{}]}});
+    news.set_document(Document::Text(document.to_string()));
+    eventually(Duration::from_secs(5), "the new endpoints", || async {
+        status_with_token(&gateway, RELATED).await == 200
+    })
+    .await;
+    let hits = news.hits();
+    let tags = gateway.get("/v1/news/tags/").await;
+    assert_eq!(tags.status(), 200);
+    let echo: Value = tags.json().await.expect("echo");
+    assert_eq!(echo["path"], "/v1/news/tags/");
+    assert_eq!(news.hits(), hits + 1);
+    for other in ["/v1/news/tags", "/v1/news/tags//"] {
+        let response = gateway.get(other).await;
+        assert_eq!(response.status(), 404, "{other}");
+        assert_eq!(problem(response).await["code"], "not_found", "{other}");
+    }
+    assert_eq!(news.hits(), hits + 1, "404s are answered at the gateway");
+}
+
 /// Two replicas in the middle of a rolling update publish different documents: every endpoint
 /// either documents is routed, with the strictest access either gives it.
 #[tokio::test]
@@ -319,4 +351,47 @@ async fn a_restarted_replica_beside_a_healthy_one_is_used_again_within_a_second(
     .await;
     println!("a restarted replica beside a healthy one got traffic {took:?} after it was ready");
     assert!(back.hits() >= 1);
+}
+
+/// A replica that accepts connections and never answers (stuck) makes each of its probes last the
+/// probe timeout (2 s). It delays no other replica's probe: a restarted news replica is still
+/// seen by the quick probe within a second, though the lingo replica is stuck (the probes of all
+/// replicas once waited for one another, every round).
+#[tokio::test]
+async fn a_stuck_replica_of_one_group_does_not_slow_the_probes_of_the_other() {
+    let stuck = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let healthy = Upstream::start("news-healthy").await;
+    let mut restarted = Upstream::start("news-restarted").await;
+    let addr = restarted.addr;
+    let mut config = config(&[], &[&healthy, &restarted]);
+    config.lingo_upstreams = format!("http://{}", stuck.local_addr().expect("addr"))
+        .parse()
+        .expect("url");
+    config.upstream_probe_interval_secs = 60;
+    let gateway = TestGateway::start(config).await;
+
+    restarted.kill().await;
+    for _ in 0..4 {
+        assert_eq!(gateway.get("/v1/news/articles").await.status(), 200);
+    }
+    // The stuck replica's first probe has timed out: it is down, probed with the down ones.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("the port is free again");
+    let back = Upstream::serve_on("news-restarted", listener);
+    let took = eventually(Duration::from_millis(1500), "traffic again", || async {
+        let response = gateway.get("/v1/news/articles").await;
+        let echo: Value = response.json().await.expect("echo");
+        echo["replica"] == "news-restarted"
+    })
+    .await;
+    println!(
+        "with a stuck replica in the other group, a restarted one got traffic {took:?} after it was ready"
+    );
+    assert!(back.hits() >= 1);
+    drop(stuck);
 }
