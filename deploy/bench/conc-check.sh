@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Concurrency and arrival-order check of lingo's learning writes (API.md 3.1), from outside: two
-# replicas of lingo-service on one PostgreSQL, many learners posting their sessions concurrently
-# (shuffled, split across the replicas, with racing Idempotency-Key replays and dropped
-# connections), then every learner's reads compared with the same sessions posted in time order
-# to a fresh learner and with the Python `fsrs` reference (conc_check.py says what it checks).
+# Concurrency and arrival-order check of lingo's learning writes (docs/lingo.md, "Phrase
+# progress"), from outside: two replicas of lingo-service on one PostgreSQL, many learners
+# posting their sessions concurrently (shuffled, split across the replicas, with racing
+# Idempotency-Key replays and dropped connections), then every learner's reads compared with
+# the same sessions posted in time order to a fresh learner and with the Python `fsrs`
+# reference (conc_check.py says what it checks).
 # Not a bench: no numbers, a list of disagreements (exit 1 when there is one).
 #
 #   deploy/bench/conc-check.sh [conc_check.py options, e.g. --learners 40 --inflight 48 --seed 7]

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Concurrency and arrival-order check of lingo's learning writes (API.md 3.1), run by conc-check.sh.
+"""Concurrency and arrival-order check of lingo's learning writes (docs/lingo.md, "Phrase
+progress"), run by conc-check.sh.
 
 For many learners it generates random histories (two languages of 6 phrases, answers with every
 grade and with the grade left out, repeats within a session, `studied_at` from 30 days ago to now,
@@ -233,6 +234,16 @@ def same_instant_history(rng, learner, now):
     return sessions
 
 
+def heavy_history(rng, learner, now):
+    """40 sessions of 50 to 150 answers on 6 phrases: posted at once, most arrive late."""
+    sessions = []
+    for i in range(40):
+        at = now - timedelta(days=29.5) * rng.random() - timedelta(seconds=5)
+        sessions.append(Session(learner, i, "es", at, make_answers(rng, "es", rng.randint(50, 150)), rng,
+                                rng.choice(["plain", "key", "race"])))
+    return sessions
+
+
 def late_history(rng, learner, now):
     """Sessions posted first in order (`first`), then a late and an in-order one at once."""
     sessions = []
@@ -282,7 +293,11 @@ class Poster:
                 return
             self.created(s, status, hdrs, body, "plain")
         elif s.mode == "key":
-            self.created(s, *self.post(s, url, s.key), "key")
+            status, hdrs, body = self.post(s, url, s.key)
+            if status == 503:  # overloaded or timed out: the key tells
+                self.retry_with_key(s, rng)
+            else:
+                self.created(s, status, hdrs, body, "key")
         elif s.mode == "race":
             results = [None, None]
 
@@ -294,6 +309,10 @@ class Poster:
                 t.start()
             for t in threads:
                 t.join()
+            if any(r[0] == 503 for r in results):
+                count("race: a 503 (then retried with the key)")
+                self.retry_with_key(s, rng)
+                return
             firsts = [r for r in results if r[0] == 201 and r[1].get("idempotency-replayed") != "true"]
             replays = [r for r in results if r[0] == 201 and r[1].get("idempotency-replayed") == "true"]
             busy = [r for r in results if r[0] == 409 and r[2].get("code") == "idempotency_key_in_use"]
@@ -309,17 +328,24 @@ class Poster:
             key = s.key if s.mode == "drop_retry" else None
             drop(url, self.tok(s.learner), s.body(), key, rng.random() < 0.3, rng.choice([0, 0.001, 0.005, 0.02]))
             if s.mode == "drop_retry":
-                for _ in range(200):
-                    status, hdrs, body = self.post(s, rng.choice(self.urls), key)
-                    if status == 201:
-                        count(f"drop_retry replayed={hdrs.get('idempotency-replayed') == 'true'}")
-                        self.created(s, status, hdrs, body, "drop_retry")
-                        return
-                    if not (status == 409 or status == 503):
-                        problem(f"{s.learner} drop_retry: {status} {body}")
-                        return
-                    time.sleep(0.05)
-                problem(f"{s.learner} drop_retry: still busy after 200 tries")
+                self.retry_with_key(s, rng)
+
+    def retry_with_key(self, s, rng):
+        """Posts `s` again with its key until it answers 201 (the first answer or its replay)."""
+        for _ in range(200):
+            status, hdrs, body = self.post(s, rng.choice(self.urls), s.key)
+            if status == 201:
+                count(f"{s.mode} retried: replayed={hdrs.get('idempotency-replayed') == 'true'}")
+                if hdrs.get("idempotency-replayed") == "true" and s.id is None:
+                    s.id, s.known, s.created = body["id"], True, body  # its first answer was lost
+                else:
+                    self.created(s, status, hdrs, body, f"{s.mode} retried")
+                return
+            if not (status == 409 or status == 503):
+                problem(f"{s.learner} {s.mode} retried: {status} {body}")
+                return
+            time.sleep(0.05)
+        problem(f"{s.learner} {s.mode}: still busy after 200 tries")
 
 
 # --- the reference ---------------------------------------------------------------------------------
@@ -616,6 +642,7 @@ def main():
     ap.add_argument("--learners", type=int, default=30)
     ap.add_argument("--same", type=int, default=4, help="learners with 24 sessions at one instant")
     ap.add_argument("--late", type=int, default=6, help="learners with a late session racing an in-order one")
+    ap.add_argument("--heavy", type=int, default=0, help="learners with 40 sessions of 50-150 answers")
     ap.add_argument("--batch", type=int, default=3, help="learners whose sessions are shuffled together")
     ap.add_argument("--inflight", type=int, default=48)
     ap.add_argument("--readers", type=int, default=4, help="threads reading while the writes run")
@@ -631,6 +658,8 @@ def main():
         learners[f"{run}-rand-{i}"] = random_history(rng, f"{run}-rand-{i}", now)
     for i in range(args.same):
         learners[f"{run}-same-{i}"] = same_instant_history(rng, f"{run}-same-{i}", now)
+    for i in range(args.heavy):
+        learners[f"{run}-heavy-{i}"] = heavy_history(rng, f"{run}-heavy-{i}", now)
     late_pairs = {}
     for i in range(args.late):
         name = f"{run}-late-{i}"
