@@ -18,14 +18,15 @@ Two special kinds of learners: `same` (24 sessions at one instant touching one p
 `late` (a history posted in order, then a 10-days-late session racing an in-order one on one
 phrase). While the writes run, a reader polls `/me/reviews` and `/me/phrases` of the learners
 being written (every answer 200, every phrase state one that some set of the committed sessions
-gives) and an exporter copies `/analytics/phrase-progress` incrementally by `updated_since`.
+gives) and two exporters copy `/analytics/phrase-progress` and `/analytics/progress`
+incrementally by `updated_since`.
 
 Afterwards, for every learner: its sessions (`/me/study-sessions`, all pages by cursor: each once,
 the dropped ones at most once), then `/me/phrases` (all pages), `/me/reviews`, `/me/progress` and
 `/me/xp`, compared (a) with the same committed sessions posted one at a time in time order to a
 fresh learner (equal answers) and (b) with the Python `fsrs` reference and the contract's
-arithmetic (XP, levels, streaks, counters). The export (taken during the writes, plus one run
-after them) must hold every state's final value. Prints every disagreement; exit 1 if any.
+arithmetic (XP, levels, streaks, counters), and each 201's running `total_xp`. The exports
+(taken during the writes, plus one run after them) must hold every row's final value. Prints every disagreement; exit 1 if any.
 """
 
 import argparse
@@ -610,17 +611,19 @@ def subsets_giving(state, touching):
 # --- export ----------------------------------------------------------------------------------------
 
 class Exporter:
-    def __init__(self, url, tok):
-        self.url, self.tok = url, tok
+    """An incremental copy of an analytics export, rows keyed by (`learner_id`, `second`)."""
+
+    def __init__(self, url, tok, path, second):
+        self.url, self.tok, self.path, self.second = url, tok, path, second
         self.rows, self.watermark, self.runs = {}, None, 0
 
     def run_once(self):
-        path = "/analytics/phrase-progress"
+        path = self.path
         if self.watermark:
             path += "?updated_since=" + urllib.parse.quote(self.watermark)
         rows = all_pages(self.url, path, self.tok)
         for row in rows:
-            k = (row["learner_id"], row["phrase_id"])
+            k = (row["learner_id"], row[self.second])
             # Rows come in (updated_at, ...) order: a later one is the newer state.
             self.rows[k] = row
             if self.watermark is None or parse(row["updated_at"]) > parse(self.watermark):
@@ -668,10 +671,12 @@ def main():
         late_pairs[name] = (first, pair)
 
     analytics = token(args.secret, "conc-analytics", "lingo:analytics")
-    exporter = Exporter(poster.urls[1 % len(poster.urls)], analytics)
+    exporter = Exporter(poster.urls[1 % len(poster.urls)], analytics, "/analytics/phrase-progress", "phrase_id")
+    totals_exporter = Exporter(poster.urls[0], analytics, "/analytics/progress", "language_code")
     stop = threading.Event()
-    exporter_thread = threading.Thread(target=exporter.loop, args=(stop,))
-    exporter_thread.start()
+    exporter_threads = [threading.Thread(target=e.loop, args=(stop,)) for e in (exporter, totals_exporter)]
+    for t in exporter_threads:
+        t.start()
 
     # The late learners: their history in order first, then the pair at once on two replicas.
     for name, (first, pair) in late_pairs.items():
@@ -721,7 +726,8 @@ def main():
     for t in reader_threads:
         t.join()
     stop.set()
-    exporter_thread.join()
+    for t in exporter_threads:
+        t.join()
     exporter_runs_during = exporter.runs
 
     # Settle, compare with the reference, post the same sessions in order to a fresh learner.
@@ -774,7 +780,22 @@ def main():
                     problem(f"export {name} {p['phrase']['id']}: {k} {row[k]} != final {p[k]}")
         count("export rows compared", len(got["phrases"]))
 
+    # The same for the learners' totals per language (`/analytics/progress`).
+    totals_exporter.run_once()
+    for name, got in finals.items():
+        for r in got["progress"]["data"]:
+            row = totals_exporter.rows.get((name, r["language_code"]))
+            if row is None:
+                problem(f"progress export lacks {name} {r['language_code']}")
+                continue
+            for k in ("sessions", "total_duration_seconds", "phrases_seen", "phrases_correct", "xp",
+                      "phrases_started", "first_studied_at", "last_studied_at"):
+                if row[k] != r[k]:
+                    problem(f"progress export {name} {r['language_code']}: {k} {row[k]} != final {r[k]}")
+            count("progress export rows compared")
+
     print(json.dumps({"write_secs": round(write_secs, 1), "exporter_runs_during_writes": exporter_runs_during,
+                      "progress_exporter_runs": totals_exporter.runs,
                       "counts": dict(sorted(counts.items())), "disagreements": len(problems)}, indent=1))
     sys.exit(1 if problems else 0)
 
