@@ -646,6 +646,7 @@ def main():
     ap.add_argument("--same", type=int, default=4, help="learners with 24 sessions at one instant")
     ap.add_argument("--late", type=int, default=6, help="learners with a late session racing an in-order one")
     ap.add_argument("--heavy", type=int, default=0, help="learners with 40 sessions of 50-150 answers")
+    ap.add_argument("--burst", type=int, default=0, help="sessions of one learner posted all at once, first")
     ap.add_argument("--batch", type=int, default=3, help="learners whose sessions are shuffled together")
     ap.add_argument("--inflight", type=int, default=48)
     ap.add_argument("--readers", type=int, default=4, help="threads reading while the writes run")
@@ -663,6 +664,14 @@ def main():
         learners[f"{run}-same-{i}"] = same_instant_history(rng, f"{run}-same-{i}", now)
     for i in range(args.heavy):
         learners[f"{run}-heavy-{i}"] = heavy_history(rng, f"{run}-heavy-{i}", now)
+    burst = f"{run}-burst"
+    if args.burst:
+        learners[burst] = []
+        while len(learners[burst]) < args.burst:
+            learners[burst] += random_history(rng, burst, now)
+        learners[burst] = learners[burst][: args.burst]
+        for i, s in enumerate(learners[burst]):
+            s.duration = 1 + i  # unique again once the histories are joined
     late_pairs = {}
     for i in range(args.late):
         name = f"{run}-late-{i}"
@@ -686,8 +695,14 @@ def main():
         list(pool.map(lambda s: poster.created(s, *poster.post(s, poster.urls[s.duration % len(poster.urls)]), "late pair"),
                       [s for _, pair in late_pairs.values() for s in pair]))
 
+    # The burst: one learner's sessions all at once.
+    if args.burst:
+        with ThreadPoolExecutor(args.burst) as pool:
+            seeds = [rng.randint(0, 1 << 30) for _ in learners[burst]]
+            list(pool.map(lambda pair: poster.run(pair[0], random.Random(pair[1])), zip(learners[burst], seeds)))
+
     # Everyone else: batches of learners, their sessions shuffled together, all at once.
-    names = [n for n in learners if n not in late_pairs]
+    names = [n for n in learners if n not in late_pairs and n != burst]
     rng.shuffle(names)
     tasks = []
     for b in range(0, len(names), args.batch):
