@@ -62,9 +62,11 @@ pub async fn learner_totals(
     now: DateTime<Utc>,
 ) -> Result<LearnerTotals> {
     // The isolation level in the `BEGIN` itself: one round trip fewer than a `SET TRANSACTION`.
-    let mut tx = db
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await?;
+    let mut tx = shared_auth::pg::pool::begin_to_completion(
+        db,
+        Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+    )
+    .await?;
     let mut rows = sqlx::query_as!(
         TotalsRow,
         r#"SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen,

@@ -194,3 +194,155 @@ async fn expired_keys_are_forgotten_and_cleaned_up() {
     assert_eq!(removed, 1);
     assert_eq!(app.count("idempotency_keys").await, 0);
 }
+
+/// The sweep of expired keys (`cleanup_expired`, every few minutes on every replica) and a post
+/// that drops the caller's expired keys meet on the same rows, each locking them in the order of
+/// its own plan: the post by expiry here, the sweep by a hash of the keys. A transaction holds
+/// the key that expires second; the sweep takes its first rows and queues on that key, the post
+/// takes the key that expires first and queues behind the sweep. When the transaction ends, the
+/// sweep goes on to the post's key and the post waits for the sweep: a deadlock (the post's 500,
+/// or the sweep's error) whenever the sweep's order is the post's reversed. Over every order of
+/// expiry for three keys, one round is that one, whatever order the hash gives. The sweep must
+/// never make a post fail, nor fail itself.
+#[tokio::test]
+async fn the_expired_key_sweep_never_deadlocks_a_post() {
+    let app = spawn_app().await;
+    let learner_id = "learner-sweep";
+    let learner = token(learner_id);
+    let mut admin = app.admin().await;
+    // Other callers' live keys: the statements plan by index, as on a real table.
+    sqlx::query(
+        "INSERT INTO lingo.idempotency_keys \
+           (caller_id, key, request_hash, response_status, response_body, created_at, expires_at) \
+         SELECT format('other-%s', i), 'k', '\\x00', 201, '\\x7b7d', now(), now() + interval '1 day' \
+         FROM generate_series(1, 20000) i",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE lingo.idempotency_keys")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let pool = lingo_service::db::runtime_pool(
+        &app.db.url_for("lingo_app"),
+        2,
+        Duration::from_secs(5),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+
+    let orders = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    for (round, expiry) in orders.into_iter().enumerate() {
+        // `keys[i]` expired `expiry[i] + 1` hours ago: the one with `expiry` 1 is in the middle.
+        let keys: Vec<String> = ["x", "y", "z"]
+            .iter()
+            .map(|name| format!("old-{round}-{name}"))
+            .collect();
+        let hours: Vec<i32> = expiry.iter().map(|&rank| 3 - rank).collect();
+        sqlx::query(
+            "INSERT INTO lingo.idempotency_keys \
+               (caller_id, key, request_hash, response_status, response_body, created_at, \
+                expires_at) \
+             SELECT $1, key, '\\x00', 201, '\\x7b7d', now() - interval '2 days', \
+               now() - make_interval(hours => h) \
+             FROM unnest($2::text[], $3::int[]) AS k (key, h)",
+        )
+        .bind(learner_id)
+        .bind(&keys)
+        .bind(&hours)
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let middle = &keys[expiry.iter().position(|&rank| rank == 1).unwrap()];
+        let mut holder = app.admin().await;
+        let mut hold = holder.begin().await.unwrap();
+        sqlx::query(
+            "SELECT 1 FROM lingo.idempotency_keys WHERE caller_id = $1 AND key = $2 FOR UPDATE",
+        )
+        .bind(learner_id)
+        .bind(middle)
+        .execute(&mut *hold)
+        .await
+        .unwrap();
+
+        let sweep = {
+            let pool = pool.clone();
+            tokio::spawn(async move { lingo_service::idempotency::cleanup_expired(&pool).await })
+        };
+        wait_until_blocked(&app, || usize::from(!sweep.is_finished())).await;
+        let post = {
+            let client = app.client.clone();
+            let url = app.url(SESSIONS);
+            let learner = learner.clone();
+            let body = session("fr", 60, 2, 1).to_string();
+            tokio::spawn(async move {
+                let response = client
+                    .post(url)
+                    .bearer_auth(learner)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("new-{round}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                (response.status(), response.text().await.unwrap())
+            })
+        };
+        wait_until_blocked(&app, || {
+            usize::from(!sweep.is_finished()) + usize::from(!post.is_finished())
+        })
+        .await;
+        hold.rollback().await.unwrap();
+
+        let swept = sweep.await.unwrap();
+        let (status, body) = post.await.unwrap();
+        assert!(swept.is_ok(), "round {round}: the sweep failed: {swept:?}");
+        assert_eq!(status, 201, "round {round}: {body}");
+        let expired: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM lingo.idempotency_keys \
+             WHERE caller_id = $1 AND expires_at <= now()",
+        )
+        .bind(learner_id)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(
+            expired, 0,
+            "round {round}: the post and the sweep removed them"
+        );
+    }
+    assert_eq!(app.count("study_sessions").await, orders.len() as i64);
+}
+
+/// Waits until every task still `running` waits on a lock (one `lingo_app` backend blocked on a
+/// lock per running task).
+async fn wait_until_blocked(app: &crate::helpers::TestApp, running: impl Fn() -> usize) {
+    let mut admin = app.admin().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND usename = 'lingo_app' \
+               AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        if waiting as usize >= running() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tasks never reached the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -18,3 +18,4 @@ mod recommendations;
 mod search;
 mod seed;
 mod study_sessions;
+mod transactions;

@@ -262,12 +262,18 @@ fn created_response(body: Vec<u8>, location: &str) -> Response {
 }
 
 /// Deletes expired records in small batches; returns how many went.
+///
+/// A batch skips the records another transaction holds: a request's [`complete`] deletes its
+/// caller's expired records in the order of its own plan, and a batch that waited for one of them
+/// while holding others could deadlock with it (the request would fail). Skipped records are
+/// being deleted by their holder, or are left for the next sweep.
 pub async fn cleanup_expired(db: &PgPool) -> Result<u64, sqlx::Error> {
     let mut removed = 0;
     loop {
         let batch = sqlx::query(
             "DELETE FROM idempotency_keys WHERE (caller_id, key) IN ( \
-               SELECT caller_id, key FROM idempotency_keys WHERE expires_at <= now() LIMIT 1000)",
+               SELECT caller_id, key FROM idempotency_keys WHERE expires_at <= now() \
+               LIMIT 1000 FOR UPDATE SKIP LOCKED)",
         )
         .execute(db)
         .await?

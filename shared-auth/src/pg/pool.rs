@@ -44,7 +44,7 @@ fn postgres_millis(duration: Duration) -> String {
 pub async fn begin_within_deadline(
     pool: &PgPool,
 ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = begin_to_completion(pool, None).await?;
     if let Some(left) = crate::http::load::time_left() {
         sqlx::query("SELECT set_config('statement_timeout', $1, true)")
             .bind(postgres_millis(left))
@@ -52,6 +52,32 @@ pub async fn begin_within_deadline(
             .await?;
     }
     Ok(transaction)
+}
+
+/// Begins a transaction on a connection of `pool` (with `statement`, else a plain `BEGIN`) and
+/// sees the `BEGIN` through even when the request that asked for it is cancelled meanwhile (its
+/// deadline passed, its client went away). sqlx 0.8 counts a transaction only once the server
+/// has answered its `BEGIN`: a request dropped in between hands its connection back to the pool
+/// with the server's transaction still open, and the next request on that connection runs inside
+/// it (inside a `READ ONLY` one, a write fails: a 500). Run as a task of its own, the `BEGIN`
+/// completes; a transaction nobody awaits any more is then dropped, so rolled back, as usual.
+pub async fn begin_to_completion(
+    pool: &PgPool,
+    statement: Option<&'static str>,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let pool = pool.clone();
+    let begin = tokio::spawn(async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    });
+    match begin.await {
+        Ok(transaction) => transaction,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(sqlx::Error::PoolClosed),
+    }
 }
 
 /// A pool that connects on first use, so the service starts (and `/readyz` answers 503) while
