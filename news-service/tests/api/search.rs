@@ -752,20 +752,12 @@ async fn relevance_ranks_a_bounded_window_then_lists_older_matches() {
     assert_eq!(paged[ranked..], expected[..]);
 }
 
-/// The plan of a statement, as text.
-async fn plan(pool: &PgPool, mut qb: sqlx::QueryBuilder<'static, sqlx::Postgres>) -> String {
-    let rows = qb.build().persistent(false).fetch_all(pool).await.unwrap();
-    rows.iter()
-        .map(|r| r.get::<String, _>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[tokio::test]
-async fn selective_and_frequent_words_use_an_index() {
+/// The search fixture plus 20,000 articles, `common` in every other one and `lighthouse` in one
+/// (`x-777`), analysed as autovacuum leaves them (statistics, the GIN index's pending list
+/// merged): the planner then sees a frequent and a rare word.
+async fn spawn_with_common_and_lighthouse() -> TestApp {
     let app = spawn_search().await;
     let pipeline = pool_as(&app.db, "news_pipeline").await;
-    // 20,000 articles: `common` in every other one, `lighthouse` in one.
     sqlx::query(
         "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
          SELECT 'x-' || i, 'Story ' || i || CASE WHEN i % 2 = 0 THEN ' common' ELSE '' END,
@@ -777,12 +769,25 @@ async fn selective_and_frequent_words_use_an_index() {
     .execute(&pipeline)
     .await
     .unwrap();
-    let admin = app.admin().await;
-    // As autovacuum leaves it: statistics, and the GIN index's pending list merged.
     sqlx::query("VACUUM ANALYZE articles")
-        .execute(&admin)
+        .execute(&app.admin().await)
         .await
         .unwrap();
+    app
+}
+
+/// The plan of a statement, as text.
+async fn plan(pool: &PgPool, mut qb: sqlx::QueryBuilder<'static, sqlx::Postgres>) -> String {
+    let rows = qb.build().persistent(false).fetch_all(pool).await.unwrap();
+    rows.iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn selective_and_frequent_words_use_an_index() {
+    let app = spawn_with_common_and_lighthouse().await;
     let runtime = pool_as(&app.db, "news_app").await;
     let filters = Filters::default();
     // Where a later relevance page starts: its window's end, and the last row served.
@@ -851,24 +856,7 @@ async fn selective_and_frequent_words_use_an_index() {
 /// cannot match is left out of the query the planner sees.
 #[tokio::test]
 async fn a_word_both_required_and_excluded_is_not_searched_for() {
-    let app = spawn_search().await;
-    let pipeline = pool_as(&app.db, "news_pipeline").await;
-    // `common` in every other article, `lighthouse` in one.
-    sqlx::query(
-        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
-         SELECT 'x-' || i, 'Story ' || i || CASE WHEN i % 2 = 0 THEN ' common' ELSE '' END,
-                'Summary ' || (i % 97), 'Body about topic ' || (i % 1013)
-                || CASE WHEN i = 777 THEN ' lighthouse' ELSE '' END,
-                'u', timestamptz '2026-01-01' - i * interval '1 minute', 'org-a', 'jrn-1'
-           FROM generate_series(1, 20000) AS i",
-    )
-    .execute(&pipeline)
-    .await
-    .unwrap();
-    sqlx::query("VACUUM ANALYZE articles")
-        .execute(&app.admin().await)
-        .await
-        .unwrap();
+    let app = spawn_with_common_and_lighthouse().await;
     let runtime = pool_as(&app.db, "news_app").await;
     for q in ["common -common", "\"story common\" -common"] {
         assert!(
