@@ -27,12 +27,8 @@ cp "$(target_dir)/$PROFILE/lingo-service" "$work/lingo-service"
 lingo_bin="$work/lingo-service"
 python3 -c 'import fsrs' || die "python3 lacks the fsrs package (pip install 'fsrs>=6,<7')"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data, a fresh cluster)"
-rm -rf "$pg_data"
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" max_connections=200
-db_bootstrap "$PG_PORT"
-export_db_env
+rm -rf "$pg_data" # a fresh cluster every run
+start_bench_postgres max_connections=200
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$lingo_bin" migrate >>"$logs/setup.log" 2>&1
 # Two languages of 6 phrases each (few phrases: many sessions touch the same ones) and a third.
