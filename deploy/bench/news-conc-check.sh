@@ -31,8 +31,9 @@ replica_data="$state/pgdata-replica"
 
 say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data, a fresh cluster)"
 rm -rf "$pg_data" "$replica_data"
+rm -f "$logs"/news-*.log
 [ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT" max_connections=200
+pg_start "$pg_data" "$PG_PORT"
 trap 'bench_cleanup; pg_stop "$replica_data"' INT TERM EXIT
 db_bootstrap "$PG_PORT"
 export_db_env

@@ -415,7 +415,7 @@ def comments(args, urls, tokens, article, sql, stop_at, deadline_s):
         # A later repeat of the other body is 422 once the first is stored.
         if ok:
             status, _, payload = post(urls[0], user, bodies[1 - ok[0]], key)
-            if status != 503 and status != 422 or payload.get("code") != "idempotency_key_reused":
+            if status != 503 and (status != 422 or payload.get("code") != "idempotency_key_reused"):
                 problem(f"key {key} reused with another body answered {status} {payload}")
         count("comments same-key-two-bodies races")
 
