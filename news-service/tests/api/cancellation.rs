@@ -28,7 +28,13 @@ fn pool(app: &TestApp) -> sqlx::PgPool {
         acquire: Duration::from_secs(5),
         statement: DEADLINE,
     };
-    lazy_pool(&app.db.url_for("news_app"), 1, "cancellation-test", timeouts).unwrap()
+    lazy_pool(
+        &app.db.url_for("news_app"),
+        1,
+        "cancellation-test",
+        timeouts,
+    )
+    .unwrap()
 }
 
 /// The answer `error` becomes, as (status, code).
@@ -39,7 +45,10 @@ async fn answer(error: news_service::Error) -> (u16, String) {
         .await
         .unwrap();
     let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    (status, problem["code"].as_str().unwrap_or_default().to_owned())
+    (
+        status,
+        problem["code"].as_str().unwrap_or_default().to_owned(),
+    )
 }
 
 /// A like whose task sleeps past the deadline between two statements of its transaction.
