@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import os
 import random
 import socket
 import struct
@@ -157,7 +158,7 @@ class Sql:
         self.psql, self.url = psql, url
 
     # The service's tables are in schema `news`; the admin's queries name them unqualified.
-    ENV = dict(__import__("os").environ, PGOPTIONS="-c search_path=news")
+    ENV = dict(os.environ, PGOPTIONS="-c search_path=news")
 
     def rows(self, query):
         out = subprocess.run([self.psql, "-X", "-q", "-tA", "-F", "\t", "-v", "ON_ERROR_STOP=1", self.url, "-c", query],
@@ -310,7 +311,6 @@ def check_final(args, urls, tokens, targets, ops, sql):
         expect(f"GET /organizations {org['id']} follower_count", org["follower_count"], ("follow_o", org["id"]))
     for j in all_pages(url, "/journalists"):
         expect(f"GET /journalists {j['id']} follower_count", j["follower_count"], ("follow_j", j["id"]))
-    journalist_org = dict(sql.rows("SELECT id, organization_id FROM journalists"))
     article_by = {a: (j, o) for a, j, o in sql.rows("SELECT id, journalist_id, organization_id FROM articles")}
     checked = 0
     for user, tok in tokens.items():
@@ -356,7 +356,6 @@ def check_final(args, urls, tokens, targets, ops, sql):
         for j in all_pages(url, f"/journalists?organization_id={o}", some_tok):
             if j["viewer"]["following"] != (some_user in rows.get(("follow_j", j["id"]), set())):
                 problem(f"{some_user}: /journalists viewer.following of {j['id']} disagrees with the rows")
-    del journalist_org
     return checked
 
 
@@ -574,7 +573,6 @@ def main():
     ap.add_argument("--deadline-ms", type=int, default=None, help="the services' NEWS_REQUEST_TIMEOUT_MS")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    import os
     deadline_ms = args.deadline_ms or int(os.environ.get("NEWS_REQUEST_TIMEOUT_MS", "5000"))
     deadline_s = deadline_ms / 1000
     urls = args.urls.split(",")
