@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod articles;
+mod cancellation;
 mod commands;
 mod comments;
 mod counts;

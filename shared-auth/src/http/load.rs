@@ -36,6 +36,17 @@ pub fn time_left() -> Option<Duration> {
         .ok()
 }
 
+/// Whether the current request's deadline has passed (false outside a guarded request).
+pub fn past_deadline() -> bool {
+    time_left().is_some_and(|left| left.is_zero())
+}
+
+/// Runs `work` as a request to be answered by `answer_by`: what [`time_left`] and
+/// [`past_deadline`] see inside it. [`guard`] runs every request so.
+pub async fn answering_by<F: std::future::Future>(answer_by: Instant, work: F) -> F::Output {
+    DEADLINE.scope(answer_by, work).await
+}
+
 /// The limits a service applies to its resource routes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadLimits {
@@ -96,7 +107,7 @@ async fn enforce_deadline(
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let answer_by = Instant::now() + deadline;
-    match tokio::time::timeout(deadline, DEADLINE.scope(answer_by, next.run(request))).await {
+    match tokio::time::timeout(deadline, answering_by(answer_by, next.run(request))).await {
         Ok(response) => response,
         Err(_) => {
             // The handler's future is dropped here; a statement it was running is ended by its

@@ -123,13 +123,15 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
     }
 }
 
-/// Whether the server cancelled the statement (SQLSTATE 57014, `query_canceled`): with the
-/// pools' `statement_timeout` in place, that is the request deadline passing.
-fn is_statement_timeout(error: &sqlx::Error) -> bool {
+/// Whether the server ended the statement or its transaction for the request deadline: 57014
+/// (`query_canceled`, the `statement_timeout`) or 25P03 (`idle_in_transaction_session_timeout`,
+/// which terminates the connection of a transaction left idle that long). [`with_time_limits`]
+/// and [`begin_within_deadline`] set both to the request deadline.
+fn is_deadline_error(error: &sqlx::Error) -> bool {
     error
         .as_database_error()
         .and_then(|db| db.code())
-        .is_some_and(|code| code == "57014")
+        .is_some_and(|code| code == "57014" || code == "25P03")
 }
 
 /// The problem a failed query becomes: a constraint the service names in `on_constraint` (a
@@ -147,10 +149,14 @@ pub fn database_problem(
     {
         return problem;
     }
-    if is_statement_timeout(error) {
-        // The statement ran into `statement_timeout`, which is the request deadline: the same
-        // answer as when the deadline middleware fires first (the two race under load).
-        tracing::warn!("a statement ran past the request deadline");
+    if is_deadline_error(error) || crate::http::load::past_deadline() {
+        // The request is past its deadline: the same answer as when the deadline middleware
+        // fires first. The two race under load: the middleware polls the handler before its
+        // timer, so a handler failing at the same poll answers. And a request whose task was not
+        // scheduled for a deadline's time between two statements finds its connection
+        // terminated by the server (25P03, or a broken pipe): not a 500, nor the database
+        // being unreachable.
+        tracing::warn!(%error, "a database call failed past the request deadline");
         return crate::http::load::timeout_problem();
     }
     if matches!(error, sqlx::Error::PoolTimedOut) && crate::pg::pool_pressure::a_pool_is_busy() {
