@@ -29,14 +29,10 @@ cp "$(target_dir)/$PROFILE/news-service" "$work/news-service"
 news_bin="$work/news-service"
 replica_data="$state/pgdata-replica"
 
-say "PostgreSQL on 127.0.0.1:$PG_PORT ($pg_data, a fresh cluster)"
-rm -rf "$pg_data" "$replica_data"
+rm -rf "$pg_data" "$replica_data" # fresh clusters every run
 rm -f "$logs"/news-*.log
-[ "$(id -u)" = 0 ] && chown postgres "$state"
-pg_start "$pg_data" "$PG_PORT"
 trap 'bench_cleanup; pg_stop "$replica_data"' INT TERM EXIT
-db_bootstrap "$PG_PORT"
-export_db_env
+start_bench_postgres
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-warn}
 "$news_bin" migrate >>"$logs/setup.log" 2>&1
 "$news_bin" seed --articles 300 >>"$logs/setup.log" 2>&1
