@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Concurrency, cancellation and idempotency check of news's writes (API.md section 4), from
+# Concurrency, cancellation and idempotency check of news's writes (docs/news.md), from
 # outside: two replicas of news-service on one PostgreSQL (and, with READ_REPLICA=1, a streaming
 # read replica for their anonymous reads), many readers liking, bookmarking and following the
 # same few targets at once (with dropped connections), keyed comment posts racing, replies

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Concurrency, cancellation and idempotency check of news's writes (API.md section 4), run by
+"""Concurrency, cancellation and idempotency check of news's writes (docs/news.md), run by
 news-conc-check.sh against two replicas of news-service sharing one database.
 
 1. Engagement: `--users` readers like/unlike, bookmark/unbookmark and follow/unfollow the same few
@@ -77,7 +77,7 @@ def token(secret, sub):
 
 
 def check_5xx(method, path, status, payload, raw):
-    """A 500 is always wrong; a 503 only as `overloaded` or `timeout` (API.md section 1)."""
+    """A 500 is always wrong; a 503 only as `overloaded` or `timeout` (docs/conventions.md, "Deadlines and overload")."""
     if status < 500:
         return
     code = payload.get("code") if isinstance(payload, dict) else None

@@ -7,8 +7,8 @@
 //! SQLSTATE 25P03 (the server's message read after the statement went out) or as a broken pipe,
 //! at the same poll as its deadline; the deadline middleware polls the handler first, so the
 //! handler's answer went out: a 500 `internal_error`, or a 503 `database_unavailable` while the
-//! database is fine. The request is past its deadline, and the contract (API.md section 1) says:
-//! "past it the service answers 503 `timeout`".
+//! database is fine. The request is past its deadline, and the contract says it then answers 503
+//! `timeout` (docs/conventions.md, "Deadlines and overload").
 
 use std::time::{Duration, Instant};
 
