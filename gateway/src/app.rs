@@ -16,7 +16,7 @@ use crate::auth::EdgeAuth;
 use crate::cache::AnswerCache;
 use crate::client::{self, UpstreamClient};
 use crate::client_addr::TrustedProxies;
-use crate::config::GatewayConfig;
+use crate::config::{ClientTimeouts, GatewayConfig};
 use crate::cors::cors_layer;
 use crate::dispatch::Frontend;
 use crate::metrics::Metrics;
@@ -32,7 +32,7 @@ pub struct Application {
     listener: TcpListener,
     port: u16,
     frontend: Frontend,
-    header_read_timeout: Duration,
+    client_timeouts: ClientTimeouts,
     workers: usize,
     background: Vec<JoinHandle<()>>,
 }
@@ -119,7 +119,7 @@ impl Application {
             listener,
             port,
             frontend,
-            header_read_timeout: config.header_read_timeout(),
+            client_timeouts: config.client_timeouts(),
             workers,
             background: [
                 probes,
@@ -154,7 +154,7 @@ impl Application {
         let result = server::serve(
             self.listener,
             self.frontend,
-            self.header_read_timeout,
+            self.client_timeouts,
             self.workers,
             shutdown,
         )

@@ -138,6 +138,10 @@ pub struct GatewayConfig {
     /// A connection whose request head has not fully arrived within this time is closed.
     #[arg(long, env = "HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
     pub header_read_timeout_ms: u64,
+    /// A connection whose client accepts no byte of an answer for this long (it stopped reading)
+    /// is closed, so it holds no memory or upstream connection longer.
+    #[arg(long, env = "CLIENT_SEND_TIMEOUT_MS", default_value_t = 60_000)]
+    pub client_send_timeout_ms: u64,
     /// How many distinct callers the rate limiter tracks at most; past it the idlest are dropped.
     #[arg(long, env = "RATE_LIMIT_MAX_KEYS", default_value_t = 200_000)]
     pub rate_limit_max_keys: usize,
@@ -183,6 +187,7 @@ impl GatewayConfig {
             token_cache_capacity: 10_000,
             trusted_proxies: CidrList::default(),
             header_read_timeout_ms: 10_000,
+            client_send_timeout_ms: 60_000,
             rate_limit_max_keys: 200_000,
             cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             workers: 0,
@@ -203,8 +208,12 @@ impl GatewayConfig {
         Duration::from_secs(self.upstream_cooldown_secs)
     }
 
-    pub fn header_read_timeout(&self) -> Duration {
-        Duration::from_millis(self.header_read_timeout_ms.max(1))
+    /// The listener's deadlines for a client: its request head, and each write of an answer.
+    pub fn client_timeouts(&self) -> ClientTimeouts {
+        ClientTimeouts {
+            header_read: Duration::from_millis(self.header_read_timeout_ms.max(1)),
+            send: Duration::from_millis(self.client_send_timeout_ms.max(1)),
+        }
     }
 
     pub fn probe_interval(&self) -> Duration {
@@ -260,4 +269,13 @@ mod tests {
             .expect("infallible");
         assert_eq!(list.0, vec!["https://a.example", "https://b.example"]);
     }
+}
+
+/// How long the listener waits on a client (`HEADER_READ_TIMEOUT_MS`, `CLIENT_SEND_TIMEOUT_MS`).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientTimeouts {
+    /// For a request head to arrive whole.
+    pub header_read: Duration,
+    /// For the client to accept any byte of an answer written to it.
+    pub send: Duration,
 }

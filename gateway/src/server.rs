@@ -1,5 +1,7 @@
 //! The gateway's listener: hyper's HTTP/1.1 server with a deadline for the request head (a client
-//! that sends nothing, or part of a head, and idles is disconnected), `TCP_NODELAY`, the peer
+//! that sends nothing, or part of a head, and idles is disconnected) and one for each write of an
+//! answer (a client that stops reading is disconnected, as nginx's `send_timeout` does, instead of
+//! holding the answer's memory and its upstream connection), `TCP_NODELAY`, the peer
 //! address handed to the router as `ConnectInfo`, and a graceful shutdown that stops accepting and
 //! waits for the connections in flight.
 //!
@@ -24,8 +26,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use shared_auth::http::body::drained_when_dropped;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
+use tokio_io_timeout::TimeoutStream;
 
 use crate::client;
+use crate::config::ClientTimeouts;
 use crate::dispatch::Frontend;
 
 /// Serves `frontend` on `listener` with `workers` threads until `shutdown` resolves, then waits
@@ -33,7 +37,7 @@ use crate::dispatch::Frontend;
 pub async fn serve<F>(
     listener: TcpListener,
     frontend: Frontend,
-    header_read_timeout: Duration,
+    timeouts: ClientTimeouts,
     workers: usize,
     shutdown: F,
 ) -> std::io::Result<()>
@@ -52,7 +56,7 @@ where
         std::thread::Builder::new()
             .name(format!("gateway-worker-{index}"))
             .spawn(move || {
-                let served = run_worker(listener, frontend, header_read_timeout, stopped);
+                let served = run_worker(listener, frontend, timeouts, stopped);
                 let _ = done.send(served);
             })?;
         finished.push(finished_rx);
@@ -74,7 +78,7 @@ where
 fn run_worker(
     listener: std::net::TcpListener,
     frontend: Frontend,
-    header_read_timeout: Duration,
+    timeouts: ClientTimeouts,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -86,7 +90,7 @@ fn run_worker(
         let stop = async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         };
-        accept_loop(listener, frontend, header_read_timeout, stop).await;
+        accept_loop(listener, frontend, timeouts, stop).await;
         idle_closer.abort();
         Ok(())
     })
@@ -95,7 +99,7 @@ fn run_worker(
 async fn accept_loop<F>(
     listener: TcpListener,
     frontend: Frontend,
-    header_read_timeout: Duration,
+    timeouts: ClientTimeouts,
     shutdown: F,
 ) where
     F: Future<Output = ()>,
@@ -106,7 +110,7 @@ async fn accept_loop<F>(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout)
+        .header_read_timeout(timeouts.header_read)
         .keep_alive(true)
         // A client that sends its request and then closes its sending side (HTTP/1.0 tools,
         // `nc -N`) still gets its answer.
@@ -141,7 +145,12 @@ async fn accept_loop<F>(
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            // A write that cannot go out for `send` (the client's receive window and the
+            // socket's send buffer are full) fails, and the connection with it.
+            let mut stream = TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(timeouts.send));
+            let stream = TokioIo::new(Box::pin(stream));
+            let connection = builder.serve_connection(stream, service);
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, %peer, "connection ended with an error");
             }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use shared_auth::testing::token;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{Stack, gateway_in_front_of, is_document_request, problem};
+use crate::helpers::{BIG_BODY_BYTES, Stack, gateway_in_front_of, is_document_request, problem};
 
 async fn echo_of(response: reqwest::Response) -> Value {
     assert!(response.status().is_success(), "{}", response.status());
@@ -56,6 +56,36 @@ async fn a_half_sent_request_head_is_closed_at_the_timeout_while_others_are_serv
         3,
         "the half request never reached an upstream"
     );
+}
+
+/// A client that asks for a large answer and stops reading it is disconnected once no byte of the
+/// answer could be written to it for `CLIENT_SEND_TIMEOUT_MS`: it does not hold the gateway's
+/// memory and an upstream connection for as long as it likes.
+#[tokio::test]
+async fn a_client_that_stops_reading_its_answer_is_closed_at_the_send_timeout() {
+    let stack = Stack::start_with(|config| config.client_send_timeout_ms = 500).await;
+    // A small receive buffer, so that the gateway's writes stop long before the 50 MB end.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("recv buffer");
+    let mut stalled = socket.connect(stack.gateway.addr).await.expect("connect");
+    stalled
+        .write_all(b"GET /v1/news/articles/big HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("write");
+    // Reads nothing for several send timeouts; the gateway's buffers fill within milliseconds.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut answer = Vec::new();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(10), stalled.read_to_end(&mut answer)).await;
+    assert!(closed.is_ok(), "the connection was still open 10 s later");
+    assert!(
+        answer.len() < BIG_BODY_BYTES,
+        "the stalled client still got the whole answer ({} bytes)",
+        answer.len()
+    );
+    // Other clients are served as usual.
+    assert_eq!(stack.gateway.get("/v1/news/articles").await.status(), 200);
 }
 
 #[tokio::test]
