@@ -48,7 +48,7 @@ for port in "$LINGO" $((LINGO + 1)); do
 done
 
 python3 "$bench_dir/conc_check.py" --secret "$AUTH_HS256_SECRET" \
-  --urls "http://127.0.0.1:$LINGO,http://127.0.0.1:$((LINGO + 1))" "$@"
+  --urls "http://127.0.0.1:$LINGO/v1/lingo,http://127.0.0.1:$((LINGO + 1))/v1/lingo" "$@"
 status=$?
 if grep -l '"level":"ERROR"' "$logs"/lingo-*.log >/dev/null 2>&1; then
   say "errors in the service logs ($logs):"

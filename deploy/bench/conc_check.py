@@ -30,14 +30,8 @@ arithmetic (XP, levels, streaks, counters), and each 201's running `total_xp`. T
 """
 
 import argparse
-import base64
-import hashlib
-import hmac
-import http.client
 import json
 import random
-import socket
-import struct
 import sys
 import threading
 import time
@@ -47,110 +41,13 @@ from datetime import datetime, timedelta, timezone
 
 from fsrs import Card, Rating, Scheduler
 
+from checks import all_pages, call, count, counts, drop, get_ok, problem, problems, token
+
 SCHEDULER = Scheduler(learning_steps=(), relearning_steps=(), enable_fuzzing=False)
 GRADES = {"again": 1, "hard": 2, "good": 3, "easy": 4}
 PHRASES = {lang: [f"cc-{lang}-{i}" for i in range(1, 7)] for lang in ("es", "fr", "de")}
 LEVELS = [0, 60, 120, 200, 300, 450, 750, 1125, 1650, 2250, 3000, 3900, 4900, 6000, 7500, 9000,
           10500, 12000, 13500, 15000, 17000, 19000, 22500, 26000, 30000]
-PREFIX = "/v1/lingo"
-
-problems = []
-problems_lock = threading.Lock()
-counts = {}
-
-
-def problem(msg):
-    with problems_lock:
-        problems.append(msg)
-        print("DISAGREEMENT:", msg, file=sys.stderr, flush=True)
-
-
-def count(name, n=1):
-    with problems_lock:
-        counts[name] = counts.get(name, 0) + n
-
-
-# --- HTTP ------------------------------------------------------------------------------------------
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def token(secret, sub, scope=None):
-    now = int(time.time())
-    claims = {"sub": sub, "iss": "lingo-news-dev", "aud": "lingo-news", "iat": now, "exp": now + 7200}
-    if scope:
-        claims["scope"] = scope
-    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    payload = b64url(json.dumps(claims).encode())
-    signature = hmac.new(secret.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest()
-    return f"{header}.{payload}.{b64url(signature)}"
-
-
-def call(url, method, path, tok, body=None, key=None):
-    """One request on a fresh connection (a POST is never resent by a pooled connection)."""
-    parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-    headers = {"Authorization": f"Bearer {tok}"}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    if key:
-        headers["Idempotency-Key"] = key
-    try:
-        conn.request(method, PREFIX + path, data, headers)
-        resp = conn.getresponse()
-        raw = resp.read()
-        hdrs = {k.lower(): v for k, v in resp.getheaders()}
-        payload = json.loads(raw) if raw else None
-        if resp.status >= 500:
-            count(f"{method} {resp.status} {payload and payload.get('code')}")
-            if resp.status != 503:
-                problem(f"{method} {path} answered {resp.status}: {raw[:300]!r}")
-        return resp.status, hdrs, payload
-    finally:
-        conn.close()
-
-
-def get_ok(url, path, tok):
-    for attempt in range(20):
-        status, _, body = call(url, "GET", path, tok)
-        if status == 200:
-            return body
-        if status != 503:
-            break
-        time.sleep(0.2)
-    raise RuntimeError(f"GET {path}: {status} {body}")
-
-
-def all_pages(url, path, tok):
-    items, cursor = [], None
-    while True:
-        sep = "&" if "?" in path else "?"
-        page = get_ok(url, f"{path}{sep}limit=100" + (f"&cursor={urllib.parse.quote(cursor)}" if cursor else ""), tok)
-        items.extend(page["data"])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return items
-
-
-def drop(url, tok, body, key, mid_body, delay):
-    """Sends the POST and closes the connection (with a reset) without reading the answer."""
-    parsed = urllib.parse.urlparse(url)
-    data = json.dumps(body).encode()
-    head = (f"POST {PREFIX}/me/study-sessions HTTP/1.1\r\nHost: {parsed.hostname}\r\n"
-            f"Authorization: Bearer {tok}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n" + (f"Idempotency-Key: {key}\r\n" if key else "") + "\r\n").encode()
-    sock = socket.create_connection((parsed.hostname, parsed.port))
-    try:
-        sock.sendall(head + (data[: len(data) // 2] if mid_body else data))
-        time.sleep(delay)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    finally:
-        sock.close()
-
-
 # --- histories -------------------------------------------------------------------------------------
 
 def rfc3339(at):
@@ -327,7 +224,8 @@ class Poster:
                 self.created(s, *firsts[0], "race")
         elif s.mode in ("drop", "drop_retry"):
             key = s.key if s.mode == "drop_retry" else None
-            drop(url, self.tok(s.learner), s.body(), key, rng.random() < 0.3, rng.choice([0, 0.001, 0.005, 0.02]))
+            drop(url, "POST", "/me/study-sessions", self.tok(s.learner), s.body(), key,
+                 delay=rng.choice([0, 0.001, 0.005, 0.02]), mid_body=rng.random() < 0.3)
             if s.mode == "drop_retry":
                 self.retry_with_key(s, rng)
 

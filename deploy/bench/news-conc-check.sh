@@ -53,7 +53,7 @@ done
 
 status=0
 python3 "$bench_dir/news_conc_check.py" --secret "$AUTH_HS256_SECRET" \
-  --urls "http://127.0.0.1:$NEWS,http://127.0.0.1:$((NEWS + 1))" \
+  --urls "http://127.0.0.1:$NEWS/v1/news,http://127.0.0.1:$((NEWS + 1))/v1/news" \
   --admin-url "postgres://postgres@127.0.0.1:$PG_PORT/$database" --psql "$PSQL" \
   --recount "$news_bin recount" "$@" || status=$?
 if grep -l '"level":"ERROR"' "$logs"/news-*.log >/dev/null 2>&1; then

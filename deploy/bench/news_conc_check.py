@@ -28,129 +28,19 @@ Prints every disagreement; exit 1 if any.
 """
 
 import argparse
-import base64
-import hashlib
-import hmac
-import http.client
 import json
 import os
 import random
-import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-PREFIX = "/v1/news"
-problems = []
+from checks import all_pages, call, count, counts, drop, get_ok, problem, problems, token
+
+# Guards what the worker threads record: engagement operations and dropped comment keys.
 lock = threading.Lock()
-counts = {}
-
-
-def problem(msg):
-    with lock:
-        problems.append(msg)
-        print("DISAGREEMENT:", msg, file=sys.stderr, flush=True)
-
-
-def count(name, n=1):
-    with lock:
-        counts[name] = counts.get(name, 0) + n
-
-
-# --- HTTP and SQL ----------------------------------------------------------------------------------
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def token(secret, sub):
-    now = int(time.time())
-    claims = {"sub": sub, "iss": "lingo-news-dev", "aud": "lingo-news", "iat": now, "exp": now + 7200}
-    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    payload = b64url(json.dumps(claims).encode())
-    signature = hmac.new(secret.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest()
-    return f"{header}.{payload}.{b64url(signature)}"
-
-
-def check_5xx(method, path, status, payload, raw):
-    """A 500 is always wrong; a 503 only as `overloaded` or `timeout` (docs/conventions.md, "Deadlines and overload")."""
-    if status < 500:
-        return
-    code = payload.get("code") if isinstance(payload, dict) else None
-    count(f"{method} {status} {code}")
-    if status != 503 or code not in ("overloaded", "timeout"):
-        problem(f"{method} {path} answered {status} {code}: {raw[:300]!r}")
-
-
-def call(url, method, path, tok=None, body=None, key=None):
-    """One request on a fresh connection; (status, headers, payload)."""
-    parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-    headers = {}
-    if tok:
-        headers["Authorization"] = f"Bearer {tok}"
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    if key:
-        headers["Idempotency-Key"] = key
-    try:
-        conn.request(method, PREFIX + path, data, headers)
-        resp = conn.getresponse()
-        raw = resp.read()
-        hdrs = {k.lower(): v for k, v in resp.getheaders()}
-        try:
-            payload = json.loads(raw) if raw else None
-        except ValueError:
-            payload = None
-        check_5xx(method, path, resp.status, payload, raw)
-        return resp.status, hdrs, payload
-    finally:
-        conn.close()
-
-
-def drop(url, method, path, tok, body=None, key=None, delay=0.0):
-    """Sends the request and resets the connection after `delay` without reading the answer."""
-    parsed = urllib.parse.urlparse(url)
-    data = json.dumps(body).encode() if body is not None else b""
-    head = (f"{method} {PREFIX}{path} HTTP/1.1\r\nHost: {parsed.hostname}\r\n"
-            f"Authorization: Bearer {tok}\r\nContent-Length: {len(data)}\r\n"
-            + ("Content-Type: application/json\r\n" if body is not None else "")
-            + (f"Idempotency-Key: {key}\r\n" if key else "") + "\r\n").encode()
-    sock = socket.create_connection((parsed.hostname, parsed.port))
-    try:
-        sock.sendall(head + data)
-        time.sleep(delay)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    finally:
-        sock.close()
-
-
-def get_ok(url, path, tok=None):
-    for _ in range(40):
-        status, _, body = call(url, "GET", path, tok)
-        if status == 200:
-            return body
-        if status != 503:
-            break
-        time.sleep(0.2)
-    raise RuntimeError(f"GET {path}: {status} {body}")
-
-
-def all_pages(url, path, tok=None, limit=100):
-    items, cursor = [], None
-    while True:
-        sep = "&" if "?" in path else "?"
-        page = get_ok(url, f"{path}{sep}limit={limit}" + (f"&cursor={urllib.parse.quote(cursor)}" if cursor else ""), tok)
-        items.extend(page["data"])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return items
 
 
 class Sql:
