@@ -31,10 +31,27 @@ pub fn etag_of(body: &[u8]) -> String {
 }
 
 /// `If-None-Match` uses the weak comparison (RFC 9110 13.1.2): `W/` is ignored, `*` matches.
+/// `etag` is a quoted opaque tag without `W/`. The list is read tag by tag, not split on commas:
+/// a comma inside the quotes belongs to the tag (RFC 9110 8.8.3), as in an upstream's `"v1,2"`.
+/// Reading stops at the first element that is not a tag (an unquoted word matches nothing).
 pub fn none_match(if_none_match: &str, etag: &str) -> bool {
-    if_none_match.split(',').map(str::trim).any(|candidate| {
-        candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == etag
-    })
+    let mut rest = if_none_match;
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.starts_with('*') {
+            return true;
+        }
+        let tag = rest.strip_prefix("W/").unwrap_or(rest);
+        let Some(end) = tag.strip_prefix('"').and_then(|inner| inner.find('"')) else {
+            return false;
+        };
+        // The tag with both quotes: `"` + end bytes + `"`.
+        let (candidate, after) = tag.split_at(end + 2);
+        if candidate == etag {
+            return true;
+        }
+        rest = after;
+    }
 }
 
 /// Renders a JSON read with the caching headers for an anonymous or a signed-in reader.
@@ -118,6 +135,11 @@ mod tests {
             ("\"abc\"", true),
             ("W/\"abc\"", true),
             ("\"x\", \"abc\"", true),
+            ("\"x\",W/\"abc\"", true),
+            (" ,\"x\" ,, \"abc\" ", true),
+            ("\"a,\"abc\"", false),
+            ("\"x\", abc, \"abc\"", false),
+            ("\"abc", false),
             ("*", true),
             ("\"abd\"", false),
             ("abc", false),
@@ -126,6 +148,15 @@ mod tests {
         for (header, expected) in table {
             assert_eq!(none_match(header, tag), expected, "{header:?}");
         }
+    }
+
+    #[test]
+    fn a_comma_inside_a_tag_belongs_to_the_tag() {
+        let tag = "\"v1,2\"";
+        assert!(none_match("\"v1,2\"", tag));
+        assert!(none_match("\"x\", W/\"v1,2\"", tag));
+        assert!(!none_match("\"v1\", \"2\"", tag));
+        assert!(!none_match("\"v1,2\"", "\"2\""));
     }
 
     #[test]
