@@ -582,6 +582,22 @@ fn push_due_total(
     sql.push(")");
 }
 
+/// How many phrases of the learner and language of the row `t` of `learner_language_totals`
+/// (the analytics export's) are due at `now`, as an expression: like [`push_due_total`], so a
+/// page of the export costs the days with phrases due of its rows' learners, not their due
+/// phrases (a page of 100 learners with 8,000 due each counted 800,000 states: 129 ms).
+pub fn push_due_of_totals_row(sql: &mut QueryBuilder<'_, Postgres>, now: DateTime<Utc>) {
+    sql.push("(SELECT coalesce(sum(");
+    push_due_of_day(sql, now);
+    sql.push(
+        "), 0) FROM phrase_due_days d \
+         WHERE d.learner_id = t.learner_id AND d.language_code = t.language_code \
+           AND d.due_day <= ",
+    );
+    push_opaque(sql, now.date_naive());
+    sql.push(")");
+}
+
 fn due_total_statement<'a>(
     prefix: &str,
     learner_id: &str,
