@@ -1594,3 +1594,132 @@ async fn the_previous_release_reads_and_writes_the_review_log_through_its_view()
     assert!(skipped.is_err(), "{skipped:?}");
     assert_eq!(app.count("phrase_review_sessions").await, 1);
 }
+
+/// Moves `learners`' whole phrase history `days` into the past (as the bench's loader does):
+/// every elapsed time stays the same, so the states stay what the service computed. The only
+/// way to a history older than the 30 days a new session may reach back.
+async fn move_into_the_past(app: &TestApp, learners: &[&str], days: i32) {
+    let mut admin = app.admin().await;
+    let learners: Vec<String> = learners.iter().map(|l| (*l).to_owned()).collect();
+    for statement in [
+        "UPDATE lingo.study_sessions SET studied_at = studied_at - $2 * interval '1 day', \
+           created_at = created_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_review_sessions SET studied_at = studied_at - $2 * interval '1 day' \
+           WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_states SET due_at = due_at - $2 * interval '1 day', \
+           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
+           last_reviewed_at = last_reviewed_at - $2 * interval '1 day', \
+           checkpoint_at = checkpoint_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_checkpoints SET cut = cut - $2 * interval '1 day', \
+           due_at = due_at - $2 * interval '1 day', \
+           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
+           last_reviewed_at = last_reviewed_at - $2 * interval '1 day' \
+           WHERE learner_id = ANY($1)",
+        "UPDATE lingo.learner_language_totals SET \
+           first_studied_at = first_studied_at - $2 * interval '1 day', \
+           last_studied_at = last_studied_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+    ] {
+        sqlx::query(statement)
+            .bind(&learners)
+            .bind(days)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// The stored states of `learner`, every field but the learner and the times they were written.
+async fn stored_states(app: &TestApp, learner: &str) -> Vec<String> {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT concat_ws(' ', phrase_id, stability, difficulty, due_at, reviews, correct, \
+           lapses, first_reviewed_at, last_reviewed_at, last_grade) \
+         FROM lingo.phrase_states WHERE learner_id = $1 ORDER BY phrase_id",
+    )
+    .bind(learner)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap()
+}
+
+/// A late session replays a phrase from its newest checkpoint at or before the session, not from
+/// its first answer: the review log before the checkpoint is not read at all (here: learner
+/// "ck-a" has that part of its log changed behind the service's back, and still ends exactly
+/// where "ck-b", with the same answers and an intact log, ends). And starting from a checkpoint
+/// gives exactly what a replay from the first answer gives ("ck-c", its checkpoints removed).
+#[tokio::test]
+async fn a_late_session_replays_from_a_checkpoint_not_from_the_first_answer() {
+    let app = spawn_app().await;
+    let learners = ["ck-a", "ck-b", "ck-c"];
+    let now = now_seconds();
+    let phrases = ["ph-es-001", "ph-es-002", "ph-es-003"];
+    let session = |grades: [&'static str; 3]| -> Vec<(&'static str, bool, Option<&'static str>)> {
+        phrases
+            .iter()
+            .zip(grades)
+            .map(|(phrase, grade)| (*phrase, grade != "again", Some(grade)))
+            .collect()
+    };
+    let post_all = async |at: DateTime<Utc>, grades: [&'static str; 3]| {
+        for learner in learners {
+            post_ok(
+                &app,
+                &token(learner),
+                &answered("es", Some(at), &session(grades)),
+            )
+            .await;
+        }
+    };
+    // A history of four sessions, then moved 60 days back: 88 to 67 days old.
+    for (days, grades) in [
+        (28, ["good", "again", "easy"]),
+        (21, ["hard", "good", "good"]),
+        (14, ["good", "good", "again"]),
+        (7, ["easy", "again", "good"]),
+    ] {
+        post_all(now - Duration::days(days), grades).await;
+    }
+    move_into_the_past(&app, &learners, 60).await;
+    assert_eq!(app.count("phrase_checkpoints").await, 0);
+    // Two sessions in time order: the first keeps each phrase's state before it at the settled
+    // line (31 days ago), the second the state before it too (just after the first).
+    post_all(now - Duration::days(20), ["good", "hard", "good"]).await;
+    post_all(now - Duration::days(10), ["again", "good", "easy"]).await;
+    assert_eq!(app.count("phrase_checkpoints").await, 2 * 3 * 3);
+
+    let mut admin = app.admin().await;
+    sqlx::query(
+        "UPDATE lingo.phrase_review_sessions \
+         SET grades = array_fill(1::smallint, ARRAY[cardinality(grades)]) \
+         WHERE learner_id = 'ck-a' AND studied_at < now() - interval '60 days'",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query(
+        "WITH gone AS (DELETE FROM lingo.phrase_checkpoints WHERE learner_id = 'ck-c') \
+         UPDATE lingo.phrase_states SET checkpoint_at = NULL WHERE learner_id = 'ck-c'",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+
+    // Late sessions: between the two in-order ones (replayed from the newer checkpoint), then
+    // before both (from the one at the settled line; the newer one it makes wrong goes).
+    for (days, grades) in [
+        (15, ["hard", "again", "good"]),
+        (25, ["easy", "good", "again"]),
+    ] {
+        post_all(now - Duration::days(days), grades).await;
+        let intact = stored_states(&app, "ck-b").await;
+        assert_eq!(stored_states(&app, "ck-a").await, intact, "{days} days ago");
+        assert_eq!(stored_states(&app, "ck-c").await, intact, "{days} days ago");
+    }
+    let reviews: Vec<i32> = sqlx::query_scalar(
+        "SELECT reviews FROM lingo.phrase_states WHERE learner_id = 'ck-a' ORDER BY phrase_id",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(reviews, [8, 8, 8]);
+}
