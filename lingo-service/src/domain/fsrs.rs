@@ -144,6 +144,23 @@ pub fn replay(
     Ok(state)
 }
 
+/// [`replay`], and the state after only the answers before `cut` (`None` when there are none):
+/// what a checkpoint at `cut` keeps. `state` must hold only answers before `cut`.
+pub fn replay_with_cut(
+    mut state: Option<PhraseState>,
+    reviews: impl IntoIterator<Item = Review>,
+    cut: DateTime<Utc>,
+) -> Result<(Option<PhraseState>, Option<PhraseState>), ScheduleError> {
+    let mut before_cut = None;
+    for review in reviews {
+        if review.studied_at >= cut && before_cut.is_none() {
+            before_cut = Some(state);
+        }
+        state = Some(apply(state.as_ref(), review)?);
+    }
+    Ok((state, before_cut.unwrap_or(state)))
+}
+
 /// Whole days from `from` to `to`, rounded down (Python's `timedelta.days`); never negative.
 pub fn elapsed_days(from: DateTime<Utc>, to: DateTime<Utc>) -> u32 {
     let seconds = (to - from).num_seconds().max(0);
@@ -377,6 +394,48 @@ mod tests {
         assert_eq!(state.last_reviewed_at, day(9));
         assert_eq!(state.last_grade, Grade::Easy);
         assert_eq!(replay(None, []).expect("nothing to do"), None);
+    }
+
+    #[test]
+    fn a_replay_continued_from_its_state_at_a_cut_ends_where_the_whole_replay_ends() {
+        let day = |n: i64| at("2026-11-01T10:00:00Z") + TimeDelta::days(n);
+        let grades = [
+            Grade::Good,
+            Grade::Again,
+            Grade::Hard,
+            Grade::Easy,
+            Grade::Good,
+        ];
+        let reviews: Vec<Review> = grades
+            .iter()
+            .enumerate()
+            .map(|(i, &grade)| Review {
+                studied_at: day(i as i64 * 4),
+                grade,
+            })
+            .collect();
+        let whole = replay(None, reviews.clone()).unwrap();
+        for cut_day in [-1, 0, 1, 4, 9, 16, 17, 30] {
+            let cut = day(cut_day);
+            let (end, at_cut) = replay_with_cut(None, reviews.clone(), cut).unwrap();
+            assert_eq!(end, whole);
+            let before: Vec<Review> = reviews
+                .iter()
+                .copied()
+                .filter(|r| r.studied_at < cut)
+                .collect();
+            assert_eq!(
+                at_cut,
+                replay(None, before).unwrap(),
+                "cut on day {cut_day}"
+            );
+            let after = reviews.iter().copied().filter(|r| r.studied_at >= cut);
+            assert_eq!(
+                replay(at_cut, after).unwrap(),
+                whole,
+                "cut on day {cut_day}"
+            );
+        }
     }
 
     #[test]

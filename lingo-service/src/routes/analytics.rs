@@ -107,6 +107,7 @@ async fn export(
         since,
         horizon,
         cursor.as_ref(),
+        Utc::now(),
         paging.fetch_limit(),
     )
     .await?;

@@ -36,6 +36,13 @@ pub fn location(id: Uuid) -> String {
 
 /// Records a study session of the caller and awards its XP; its `answers`, if any, update the
 /// caller's phrase progress.
+///
+/// One learner's sessions are applied one at a time (none is lost or counted twice), so many
+/// large sessions of one learner sent at once wait for each other: one that waits past the
+/// service's deadline answers 503 `timeout` and stores nothing; send it again with the same
+/// `Idempotency-Key` and it is recorded once. A late session (`studied_at` before answers already
+/// recorded) recomputes the phrases it touches from a checkpoint at most about three months old,
+/// so its cost follows the learner's recent sessions, not their whole history.
 #[utoipa::path(
     post,
     path = "/me/study-sessions",

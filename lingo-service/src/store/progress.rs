@@ -2,7 +2,7 @@
 //! streaks: what `GET /me/progress`, `GET /me/xp` and the analytics export read.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::cursor::Cursor;
 use crate::domain::level::level_for_xp;
@@ -142,20 +142,46 @@ pub async fn export_horizon<'e>(db: impl PgExecutor<'e>) -> Result<DateTime<Utc>
 
 /// One page of the analytics export in keyset order `(updated_at, learner_id, language_code)`:
 /// rows changed at or after `since` and before `horizon` (see [`export_horizon`]), after
-/// `cursor`; `limit` rows, plus one when there are more.
+/// `cursor`; `limit` rows, plus one when there are more; `phrases_due` counted at `now`.
 pub async fn export_page<'e>(
     db: impl PgExecutor<'e>,
     since: Option<DateTime<Utc>>,
     horizon: DateTime<Utc>,
     cursor: Option<&Cursor>,
+    now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<LearnerProgress>> {
-    let mut sql = QueryBuilder::<Postgres>::new(
+    let mut sql = export_statement("", since, horizon, cursor, now, limit);
+    let rows = sql.build_query_as::<TotalsRow>().fetch_all(db).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| LearnerProgress {
+            learner_id: row.learner_id.clone(),
+            updated_at: row.updated_at,
+            progress: row.language_progress(),
+        })
+        .collect())
+}
+
+/// The statement of a page of the export, behind `prefix` (`EXPLAIN` for the plan test). Each
+/// row's `phrases_due` is counted from the due days, as `GET /me/progress` counts it
+/// ([`store::phrase_progress::push_due_of_totals_row`]).
+fn export_statement<'a>(
+    prefix: &str,
+    since: Option<DateTime<Utc>>,
+    horizon: DateTime<Utc>,
+    cursor: Option<&Cursor>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> QueryBuilder<'a, Postgres> {
+    let mut sql = QueryBuilder::<Postgres>::new(prefix);
+    sql.push(
         "SELECT learner_id, language_code, sessions, total_duration_seconds, phrases_seen, \
-           phrases_correct, xp, phrases_started, \
-           (SELECT count(*) FROM phrase_states s WHERE s.learner_id = t.learner_id \
-              AND s.language_code = t.language_code AND s.due_at <= now()) AS phrases_due, \
-           first_studied_at, last_studied_at, updated_at \
+           phrases_correct, xp, phrases_started, ",
+    );
+    store::phrase_progress::push_due_of_totals_row(&mut sql, now);
+    sql.push(
+        " AS phrases_due, first_studied_at, last_studied_at, updated_at \
          FROM learner_language_totals t WHERE updated_at < ",
     );
     sql.push_bind(horizon);
@@ -173,13 +199,13 @@ pub async fn export_page<'e>(
     }
     sql.push(" ORDER BY updated_at, learner_id, language_code LIMIT ")
         .push_bind(limit);
-    let rows = sql.build_query_as::<TotalsRow>().fetch_all(db).await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| LearnerProgress {
-            learner_id: row.learner_id.clone(),
-            updated_at: row.updated_at,
-            progress: row.language_progress(),
-        })
-        .collect())
+    sql
+}
+
+/// The plan (`EXPLAIN` text) of a first page of the export at `now`, for the test that asserts
+/// its due counts read the due days rather than count the due states.
+pub async fn explain_export_page(db: &mut PgConnection, now: DateTime<Utc>) -> Result<String> {
+    let mut sql = export_statement("EXPLAIN ", None, now, None, now, 101);
+    let lines: Vec<String> = sql.build_query_scalar().fetch_all(db).await?;
+    Ok(lines.join("\n"))
 }

@@ -112,6 +112,7 @@ pub async fn record(
         learner_id,
         &input.language_code,
         session.studied_at,
+        session.created_at,
         answers,
     )
     .await?;
