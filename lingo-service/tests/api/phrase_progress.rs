@@ -1723,3 +1723,90 @@ async fn a_late_session_replays_from_a_checkpoint_not_from_the_first_answer() {
     .unwrap();
     assert_eq!(reviews, [8, 8, 8]);
 }
+
+/// A small deterministic generator (SplitMix64), so a failing history can be replayed by its seed.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Six months of one history, lived through: each "month" a batch of sessions with `studied_at`
+/// anywhere in the 29 days before now, then the whole history moved 20 to 40 days into the past
+/// (time passing; checkpoints age with it and settle). Three learners get the same sessions:
+/// "rnd-a" in the batch's order, "rnd-b" in another order each month, "rnd-c" in the first
+/// order but with its checkpoints wiped before every session, so it always replays from the
+/// first answer. After every batch all three hold the same states: checkpoints never change a
+/// result, whatever the arrival order and however old the history.
+#[tokio::test]
+async fn checkpoints_never_change_a_state_over_months_of_late_and_in_order_sessions() {
+    let app = spawn_app().await;
+    let learners = ["rnd-a", "rnd-b", "rnd-c"];
+    let phrases = [
+        "ph-es-001",
+        "ph-es-002",
+        "ph-es-003",
+        "ph-es-004",
+        "ph-es-005",
+    ];
+    let grades = ["again", "hard", "good", "easy"];
+    let mut dice = Dice(20261128);
+    let mut admin = app.admin().await;
+    for month in 0..6 {
+        let now = now_seconds();
+        let batch: Vec<Value> = (0..8)
+            .map(|_| {
+                let at = now - Duration::minutes(dice.below(29 * 24 * 60) as i64 + 1);
+                let answers: Vec<(&str, bool, Option<&str>)> = (0..1 + dice.below(6))
+                    .map(|_| {
+                        let grade = grades[dice.below(4) as usize];
+                        let phrase = phrases[dice.below(phrases.len() as u64) as usize];
+                        (phrase, grade != "again", Some(grade))
+                    })
+                    .collect();
+                answered("es", Some(at), &answers)
+            })
+            .collect();
+        let mut shuffled: Vec<&Value> = batch.iter().collect();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, dice.below(i as u64 + 1) as usize);
+        }
+        for (in_order, other_order) in batch.iter().zip(shuffled) {
+            post_ok(&app, &token("rnd-a"), in_order).await;
+            post_ok(&app, &token("rnd-b"), other_order).await;
+            sqlx::query(
+                "WITH gone AS (DELETE FROM lingo.phrase_checkpoints WHERE learner_id = 'rnd-c') \
+                 UPDATE lingo.phrase_states SET checkpoint_at = NULL WHERE learner_id = 'rnd-c'",
+            )
+            .execute(&mut admin)
+            .await
+            .unwrap();
+            post_ok(&app, &token("rnd-c"), in_order).await;
+        }
+        let replayed = stored_states(&app, "rnd-c").await;
+        assert_eq!(
+            stored_states(&app, "rnd-a").await,
+            replayed,
+            "month {month}"
+        );
+        assert_eq!(
+            stored_states(&app, "rnd-b").await,
+            replayed,
+            "month {month}"
+        );
+        move_into_the_past(&app, &learners, 20 + dice.below(21) as i32).await;
+    }
+    let checkpoints: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM lingo.phrase_checkpoints WHERE learner_id IN ('rnd-a', 'rnd-b')",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(checkpoints > 0, "the history never made a checkpoint");
+}
