@@ -1810,3 +1810,64 @@ async fn checkpoints_never_change_a_state_over_months_of_late_and_in_order_sessi
     .unwrap();
     assert!(checkpoints > 0, "the history never made a checkpoint");
 }
+
+/// While this release rolls out, the previous one's pods still serve (deploy/README.md,
+/// "Releases") and know nothing of checkpoints. A late session one of them records must still
+/// drop the checkpoints cut after it, or a later replay starting there would miss its answers:
+/// the log's trigger (migration 20261128300002) drops them when the row arrives, whoever
+/// writes it. Checkpoints of other phrases, and those cut before the session, stay.
+#[tokio::test]
+async fn a_late_session_written_by_the_previous_release_drops_the_checkpoints_it_makes_wrong() {
+    use sqlx::Connection;
+
+    let app = spawn_app().await;
+    let now = now_seconds();
+    let mut admin = app.admin().await;
+    sqlx::query(
+        "INSERT INTO lingo.phrase_checkpoints (learner_id, phrase_id, cut, stability, \
+           difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
+           last_grade) \
+         SELECT 'old-pod', phrase_id, $1 - cut_days * interval '1 day', 3, 5, $1, 1, 1, 0, \
+           $1 - interval '90 days', $1 - interval '90 days', 3 \
+         FROM (VALUES ('ph-es-001'), ('ph-es-002')) AS p (phrase_id), \
+              (VALUES (40), (12), (3)) AS c (cut_days)",
+    )
+    .bind(now)
+    .execute(&mut admin)
+    .await
+    .unwrap();
+
+    // The previous release's insert of a session's answers, reduced to the log's part: a late
+    // session 10 days ago that answers ph-es-001 only, as the runtime role.
+    let mut lingo_app = sqlx::PgConnection::connect(&app.db.url_for("lingo_app"))
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, \
+           grades) \
+         VALUES ('old-pod', $1 - interval '10 days', '00000000-0000-7000-8000-0000000000ab', \
+           ARRAY['ph-es-001'], ARRAY[3::smallint])",
+    )
+    .bind(now)
+    .execute(&mut lingo_app)
+    .await
+    .unwrap();
+
+    let left: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT phrase_id, round(extract(epoch FROM $1 - cut) / 86400)::integer \
+         FROM lingo.phrase_checkpoints WHERE learner_id = 'old-pod' ORDER BY phrase_id, cut",
+    )
+    .bind(now)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    let expected = [
+        ("ph-es-001", 40),
+        ("ph-es-001", 12),
+        ("ph-es-002", 40),
+        ("ph-es-002", 12),
+        ("ph-es-002", 3),
+    ]
+    .map(|(phrase, days)| (phrase.to_owned(), days));
+    assert_eq!(left, expected);
+}
