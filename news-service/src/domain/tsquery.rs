@@ -50,6 +50,38 @@ pub fn without_contradictions(query: &str) -> Option<String> {
     }
 }
 
+/// At most how many documents can match `query` (tsquery text as PostgreSQL prints it), given
+/// `documents(lexeme)`, the number of documents holding a whole-word lexeme: a conjunction or a
+/// phrase matches only documents holding each of its positive parts (the fewest of them), an
+/// alternative those of either (the sum), and an exclusion, a prefix or a lexeme not counted can
+/// be in any of the `all` documents. `all` for text this parser cannot read.
+pub fn matches_at_most(query: &str, all: u64, documents: impl Fn(&str) -> Option<u64>) -> u64 {
+    let Some(node) = Parser::new(query).parse() else {
+        return all;
+    };
+    bound(&node, all, &documents).min(all)
+}
+
+fn bound(node: &Node, all: u64, documents: &impl Fn(&str) -> Option<u64>) -> u64 {
+    match node {
+        // With weight labels (`'a':B`) a lexeme matches in one field: at most the word's count.
+        Node::Lexeme { word, .. } => word.as_deref().and_then(documents).unwrap_or(all),
+        Node::Not(_) => all,
+        Node::And(children) => children
+            .iter()
+            .map(|c| bound(c, all, documents))
+            .min()
+            .unwrap_or(all),
+        Node::Phrase(left, _, right) => {
+            bound(left, all, documents).min(bound(right, all, documents))
+        }
+        Node::Or(children) => children
+            .iter()
+            .map(|c| bound(c, all, documents))
+            .fold(0u64, u64::saturating_add),
+    }
+}
+
 /// `node` where the whole words of `absent` are known not to be in the document.
 fn simplify(node: &Node, absent: &HashSet<String>) -> Truth {
     match node {
@@ -301,6 +333,35 @@ fn flatten(children: Vec<Node>, make: fn(Vec<Node>) -> Node) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn matches_are_bounded_by_the_rarest_required_lexeme() {
+        let counts = |w: &str| match w {
+            "said" => Some(540_000),
+            "offici" => Some(300_000),
+            "harbour" => Some(20),
+            "it's" => Some(7),
+            _ => Some(0),
+        };
+        let all = 1_000_000;
+        let at_most = |q: &str| matches_at_most(q, all, counts);
+        assert_eq!(at_most("'said'"), 540_000);
+        assert_eq!(at_most("'said' & 'harbour'"), 20);
+        assert_eq!(at_most("'said' <-> 'said'"), 540_000);
+        assert_eq!(at_most("'offici' <-> 'harbour'"), 20);
+        assert_eq!(at_most("'said' | 'harbour'"), 540_020);
+        assert_eq!(at_most("'harbour' & !'said'"), 20);
+        assert_eq!(at_most("( 'harbour' | 'carrer' ) & 'said'"), 20);
+        assert_eq!(at_most("'carrer'"), 0);
+        assert_eq!(at_most("'it''s'"), 7);
+        // Exclusions alone, prefixes, uncounted lexemes and unreadable text: anything.
+        assert_eq!(at_most("!'said'"), all);
+        assert_eq!(at_most("'harb':*"), all);
+        assert_eq!(matches_at_most("'harbour'", all, |_| None), all);
+        assert_eq!(at_most("'unclosed"), all);
+        // Never more than every document.
+        assert_eq!(at_most("'said' | 'offici' | 'said'"), all);
+    }
 
     #[test]
     fn a_word_required_and_excluded_matches_nothing() {
