@@ -42,8 +42,8 @@ pub enum Access {
 }
 
 impl Access {
-    /// The cheaper access for `wanted` matches (newest first) when at most `matches` of
-    /// `articles` articles can match: the index unless its `matches` rows cost more than the
+    /// The cheaper access for `wanted` matches (newest first) when about `matches` of
+    /// `articles` articles match: the index unless its `matches` rows cost more than the
     /// walk's expected `wanted × articles ÷ matches`; a walk examines at most `examine`
     /// articles (the service's: [`WALK_EXAMINES`]).
     pub fn for_matches(matches: u64, articles: u64, wanted: i64, examine: i64) -> Self {
@@ -676,6 +676,12 @@ mod tests {
             route.contains(&format!("ranks {newest}")),
             "routes/search.rs"
         );
+        // And the walk's limit, written with a thousands separator.
+        let digits = WALK_EXAMINES.to_string();
+        let (head, tail) = digits.split_at(digits.len() - 3);
+        let walk = format!("at most {head},{tail} articles");
+        assert!(docs.contains(&walk), "docs/news.md: {walk}");
+        assert!(route.contains(&walk), "routes/search.rs: {walk}");
     }
 
     #[test]

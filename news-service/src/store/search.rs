@@ -25,7 +25,7 @@ use crate::domain::search::{
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::domain::text_search::{Folding, Marker};
-use crate::domain::tsquery::{matches_at_most, without_contradictions};
+use crate::domain::tsquery::{asks_for_a_word, expected_matches, without_contradictions};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -46,10 +46,10 @@ pub struct LanguageQuery {
     /// stemmers) with a UTF-8 database whose `LC_CTYPE` is `C` (in another encoding the parser
     /// reads other characters from the same text). On any other, `ts_headline` marks.
     pub modelled_server: bool,
-    /// The language's articles, and at most how many of them can match `query` (from the
-    /// counts of its lexemes, migration `search_lexemes`): what the plan is chosen by.
+    /// The language's articles, and about how many of them match `query` (from the counts of
+    /// its lexemes, migration `search_lexemes`): what the plan is chosen by.
     pub articles: u64,
-    pub matches_at_most: u64,
+    pub expected_matches: u64,
 }
 
 /// A row of [`language_queries`]' statement.
@@ -81,7 +81,8 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
                   AND current_setting('server_encoding') = 'UTF8'
                   AND current_setting('server_version_num')::int / 10000 = 15
                   AS "modelled_server!",
-                  coalesce(t.articles, 0) AS "articles!",
+                  coalesce((SELECT t.articles FROM search_lexemes t
+                             WHERE t.language = l.language AND t.lexeme = ''), 0) AS "articles!",
                   k.lexemes AS "lexemes!", k.counts AS "counts!"
              FROM search_languages l
             CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
@@ -91,20 +92,20 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
                     FROM unnest(tsvector_to_array(to_tsvector(c.config, $1))) AS w (lexeme)
                     LEFT JOIN search_lexemes s
                       ON s.language = l.language AND s.lexeme = w.lexeme) k
-             LEFT JOIN search_lexemes t ON t.language = l.language AND t.lexeme = ''
             ORDER BY l.language"#,
         q,
         positive
     )
     .fetch_all(db)
     .await?;
-    // An empty tsquery prints as ''. A query that excludes what it requires matches nothing
-    // in that language, and is not asked (see `domain::tsquery`).
+    // An empty tsquery prints as '' (and asks for no word). A query of exclusions only, or
+    // one that excludes what it requires, matches nothing in that language, and is not asked
+    // (see `domain::tsquery`).
     Ok(rows
         .into_iter()
         .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
         .filter_map(|l| {
-            let query = without_contradictions(&l.query)?;
+            let query = without_contradictions(&l.query).filter(|q| asks_for_a_word(q))?;
             let articles = u64::try_from(l.articles).unwrap_or(0);
             let counts: HashMap<&str, u64> = l
                 .lexemes
@@ -112,7 +113,7 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
                 .map(String::as_str)
                 .zip(l.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
                 .collect();
-            let matches_at_most = matches_at_most(&query, articles, |w| counts.get(w).copied());
+            let expected_matches = expected_matches(&query, articles, |w| counts.get(w).copied());
             Some(LanguageQuery {
                 query,
                 language: l.language,
@@ -120,7 +121,7 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
                 positive: l.positive,
                 modelled_server: l.modelled_server,
                 articles,
-                matches_at_most,
+                expected_matches,
             })
         })
         .collect())
@@ -129,7 +130,7 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
 /// The access for `wanted` matches of these languages' queries, a walk examining at most
 /// `examine` articles.
 pub fn access(languages: &[LanguageQuery], wanted: i64, examine: i64) -> Access {
-    let matches = languages.iter().map(|l| l.matches_at_most).sum();
+    let matches = languages.iter().map(|l| l.expected_matches).sum();
     let articles = languages.iter().map(|l| l.articles).sum();
     Access::for_matches(matches, articles, wanted, examine)
 }
@@ -251,6 +252,12 @@ fn push_window(
     qb.push("SELECT a.tid, a.id, a.published_at, ");
     push_score(qb, languages);
     qb.push(" AS score");
+    // A later page's walk reads the articles at or after the end: page 1's (at most its
+    // limit) and any published since, which may not push the oldest of the window out.
+    let access = match (access, window_end) {
+        (Access::Walk(examine), Some(_)) => Access::Walk(2 * examine),
+        _ => access,
+    };
     push_source(qb, languages, filters, access, |qb| {
         if let Some((published_at, id)) = window_end {
             // The plain `published_at` bound is implied by the row comparison, but PostgreSQL
