@@ -67,6 +67,27 @@ pub fn asks_for_a_word(query: &str) -> bool {
     Parser::new(query).parse().is_none_or(|node| asks(&node))
 }
 
+/// Whether `query` (tsquery text as PostgreSQL prints it) can match a document, given
+/// `documents(lexeme)`, the exact number of documents holding a whole-word lexeme: not when it
+/// requires a lexeme no document holds (`'carrer'` among English articles, `'a' & 'carrer'`,
+/// `'a' <-> 'carrer'`, `'carrer' | 'other'` when neither is held). A lexeme not counted, a
+/// prefix, or text this parser cannot read can match.
+pub fn can_match(query: &str, documents: impl Fn(&str) -> Option<u64>) -> bool {
+    fn can(node: &Node, documents: &impl Fn(&str) -> Option<u64>) -> bool {
+        match node {
+            Node::Lexeme { word, .. } => word.as_deref().and_then(documents) != Some(0),
+            // An exclusion matches every document without its words.
+            Node::Not(_) => true,
+            Node::And(children) => children.iter().all(|c| can(c, documents)),
+            Node::Phrase(left, _, right) => can(left, documents) && can(right, documents),
+            Node::Or(children) => children.iter().any(|c| can(c, documents)),
+        }
+    }
+    Parser::new(query)
+        .parse()
+        .is_none_or(|node| can(&node, &documents))
+}
+
 /// About how many of `all` documents match `query` (tsquery text as PostgreSQL prints it),
 /// given `documents(lexeme)`, the number of documents holding a whole-word lexeme: PostgreSQL's
 /// own estimate (each lexeme's share of the documents; words taken as independent, so a
@@ -366,6 +387,33 @@ mod tests {
         assert!(asks_for_a_word("'harbour' | !'rain'"));
         assert!(asks_for_a_word("'harbour' <-> 'strike'"));
         assert!(asks_for_a_word("'unclosed"));
+    }
+
+    #[test]
+    fn a_query_requiring_a_lexeme_no_document_holds_cannot_match() {
+        let counts = |w: &str| match w {
+            "carrer" | "carr" => Some(0),
+            "said" => Some(5),
+            _ => None,
+        };
+        for query in [
+            "'carrer'",
+            "'said' & 'carrer'",
+            "'said' <-> 'carrer'",
+            "'carrer' | 'carr'",
+        ] {
+            assert!(!can_match(query, counts), "{query}");
+        }
+        for query in [
+            "'said'",
+            "'said' | 'carrer'",
+            "'said' & !'carrer'",
+            "'other'",
+            "'carr':*",
+            "'unclosed",
+        ] {
+            assert!(can_match(query, counts), "{query}");
+        }
     }
 
     #[test]
