@@ -115,8 +115,9 @@ impl SearchQuery {
 /// the matches it found, possibly none, with a `next_cursor` that goes on after the last
 /// article read (and `suggestion` null). So a page may hold fewer than `limit` hits while
 /// `next_cursor` is not null; only a null `next_cursor` means the end. With
-/// `sort=relevance`, if page 1 stops so, the ranked window is the matches among the articles
-/// it read. This bounds a phrase of frequent words that seldom stand side by side
+/// `sort=relevance`, page 1's walk for the ranked window reads at most 50,000 articles too:
+/// when it finds fewer than 500 matches among them, the window is the matches among the
+/// articles it read. This bounds a phrase of frequent words that seldom stand side by side
 /// (`"said said"`).
 ///
 /// At most half the database pool's connections serve searches at once, so expensive searches
