@@ -8,7 +8,8 @@ use news_service::domain::search::{
     Access, Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, WALK_EXAMINES,
 };
 use news_service::store::search::{
-    access, language_queries, newest_hits_query, page_examining, ranked_hits_query, window_query,
+    access, language_queries, newest_hits_query, page_examining, ranked_hits_query, walk_end_query,
+    window_query,
 };
 use serde_json::Value;
 use sqlx::{PgPool, Row};
@@ -887,6 +888,14 @@ async fn selective_and_frequent_words_use_an_index() {
             }
         }
     }
+    // Where a walk stopped: the newest-first index, not a sort of every article.
+    let plan = plan(
+        &runtime,
+        walk_end_query("EXPLAIN ", &filters, Some(&later.0), 100, Some(&later.0)),
+    )
+    .await;
+    assert!(plan.contains("articles_published_idx"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
 }
 
 /// 20,000 articles, 6,000 of them Spanish with `carrera` (whose Spanish stem is `carrer`), the
