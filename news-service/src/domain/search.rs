@@ -20,6 +20,43 @@ pub const MAX_QUERY_CHARS: usize = 200;
 /// matches follow them, newest first, with score 0. Keeps a frequent word as cheap as a rare one.
 pub const RANKED_MATCHES: i64 = 500;
 
+/// A statement that walks the articles newest first (testing each against the query) examines
+/// at most this many articles (of the search's filters, from where its page starts). A page that
+/// finds fewer matches than it holds within them stops there: it answers the matches it found
+/// (maybe none) and a `next_cursor` that goes on after the last article examined. Keeps a query
+/// whose words are frequent but whose matches are rare (`"said said"`: a phrase the words of
+/// which are in most articles, side by side in none) from reading every article in one request.
+pub const WALK_EXAMINES: i64 = 50_000;
+
+/// How a statement finds a search's matches. The service chooses, not PostgreSQL: the planner
+/// estimates a tsquery over every language's articles at once (a lexeme frequent in Spanish
+/// articles is taken as frequent in English ones too) and costs a query of many alternatives
+/// as one test per row, so it walked the whole table for queries that match a few articles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// The GIN index's matches, then sorted: costs about one row per article that can match.
+    Index,
+    /// The articles newest first, each tested, examining at most this many: costs about
+    /// `wanted × articles ÷ matches` rows when the matches are spread in time.
+    Walk(i64),
+}
+
+impl Access {
+    /// The cheaper access for `wanted` matches (newest first) when about `matches` of
+    /// `articles` articles match: the index unless its `matches` rows cost more than the
+    /// walk's expected `wanted × articles ÷ matches`; a walk examines at most `examine`
+    /// articles (the service's: [`WALK_EXAMINES`]).
+    pub fn for_matches(matches: u64, articles: u64, wanted: i64, examine: i64) -> Self {
+        let matches = u128::from(matches);
+        let walked = u128::from(wanted.max(1).unsigned_abs()) * u128::from(articles);
+        if matches * matches <= walked {
+            Access::Index
+        } else {
+            Access::Walk(examine)
+        }
+    }
+}
+
 /// The trimmed query, or the contract's 400.
 pub fn parse_query(q: &str) -> Result<String, Problem> {
     let q = q.trim();
@@ -560,6 +597,43 @@ mod tests {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use chrono::TimeZone;
 
+    #[test]
+    fn the_index_serves_queries_that_few_articles_can_match() {
+        let million = 1_000_000;
+        // `carrer` in English articles: no article can match.
+        assert_eq!(
+            Access::for_matches(0, 800_000, 21, WALK_EXAMINES),
+            Access::Index
+        );
+        // A page of 21: the index up to sqrt(21 x 1,000,000), about 4,600 articles.
+        assert_eq!(
+            Access::for_matches(4_500, million, 21, WALK_EXAMINES),
+            Access::Index
+        );
+        assert_eq!(
+            Access::for_matches(4_700, million, 21, WALK_EXAMINES),
+            Access::Walk(WALK_EXAMINES)
+        );
+        // The ranked window of 500: up to about 22,000.
+        assert_eq!(
+            Access::for_matches(22_000, million, RANKED_MATCHES, WALK_EXAMINES),
+            Access::Index
+        );
+        assert_eq!(
+            Access::for_matches(306_687, million, RANKED_MATCHES, WALK_EXAMINES),
+            Access::Walk(WALK_EXAMINES)
+        );
+        // Small collections: a word in every article is walked, a rare one is not.
+        assert_eq!(
+            Access::for_matches(20, 20_000, 21, WALK_EXAMINES),
+            Access::Index
+        );
+        assert_eq!(
+            Access::for_matches(10_000, 20_000, 21, WALK_EXAMINES),
+            Access::Walk(WALK_EXAMINES)
+        );
+    }
+
     use super::*;
 
     fn at(minute: u32) -> DateTime<Utc> {
@@ -602,6 +676,12 @@ mod tests {
             route.contains(&format!("ranks {newest}")),
             "routes/search.rs"
         );
+        // And the walk's limit, written with a thousands separator.
+        let digits = WALK_EXAMINES.to_string();
+        let (head, tail) = digits.split_at(digits.len() - 3);
+        let walk = format!("at most {head},{tail} articles");
+        assert!(docs.contains(&walk), "docs/news.md: {walk}");
+        assert!(route.contains(&walk), "routes/search.rs: {walk}");
     }
 
     #[test]

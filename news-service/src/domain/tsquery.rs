@@ -50,6 +50,82 @@ pub fn without_contradictions(query: &str) -> Option<String> {
     }
 }
 
+/// Whether `query` (tsquery text as PostgreSQL prints it) asks for a word: `false` when it is
+/// made of exclusions only (`!'rain'`, `!'rain' & !'strike'`), which would match every document
+/// without them. PostgreSQL's web-search syntax reads `-` as "not" in more places than before a
+/// word (`(-rain)`, `- rain`), so this is judged on the query it made. `true` for text this
+/// parser cannot read.
+pub fn asks_for_a_word(query: &str) -> bool {
+    fn asks(node: &Node) -> bool {
+        match node {
+            Node::Lexeme { .. } => true,
+            Node::Not(_) => false,
+            Node::And(children) | Node::Or(children) => children.iter().any(asks),
+            Node::Phrase(left, _, right) => asks(left) || asks(right),
+        }
+    }
+    Parser::new(query).parse().is_none_or(|node| asks(&node))
+}
+
+/// Whether `query` (tsquery text as PostgreSQL prints it) can match a document, given
+/// `documents(lexeme)`, the exact number of documents holding a whole-word lexeme: not when it
+/// requires a lexeme no document holds (`'carrer'` among English articles, `'a' & 'carrer'`,
+/// `'a' <-> 'carrer'`, `'carrer' | 'other'` when neither is held). A lexeme not counted, a
+/// prefix, or text this parser cannot read can match.
+pub fn can_match(query: &str, documents: impl Fn(&str) -> Option<u64>) -> bool {
+    fn can(node: &Node, documents: &impl Fn(&str) -> Option<u64>) -> bool {
+        match node {
+            Node::Lexeme { word, .. } => word.as_deref().and_then(documents) != Some(0),
+            // An exclusion matches every document without its words.
+            Node::Not(_) => true,
+            Node::And(children) => children.iter().all(|c| can(c, documents)),
+            Node::Phrase(left, _, right) => can(left, documents) && can(right, documents),
+            Node::Or(children) => children.iter().any(|c| can(c, documents)),
+        }
+    }
+    Parser::new(query)
+        .parse()
+        .is_none_or(|node| can(&node, &documents))
+}
+
+/// About how many of `all` documents match `query` (tsquery text as PostgreSQL prints it),
+/// given `documents(lexeme)`, the number of documents holding a whole-word lexeme: PostgreSQL's
+/// own estimate (each lexeme's share of the documents; words taken as independent, so a
+/// conjunction or a phrase is the product of its parts' shares, an alternative `p + q - pq`, an
+/// exclusion `1 - p`), but from counts of the right documents where PostgreSQL has statistics
+/// over every language's. A prefix, or a lexeme not counted, is taken to be in every document;
+/// text this parser cannot read matches `all`.
+pub fn expected_matches(query: &str, all: u64, documents: impl Fn(&str) -> Option<u64>) -> u64 {
+    if all == 0 {
+        return 0;
+    }
+    let Some(node) = Parser::new(query).parse() else {
+        return all;
+    };
+    let share = share(&node, all as f64, &documents).clamp(0.0, 1.0);
+    (share * all as f64).round() as u64
+}
+
+/// The share of the documents `node` matches (see [`expected_matches`]).
+fn share(node: &Node, all: f64, documents: &impl Fn(&str) -> Option<u64>) -> f64 {
+    match node {
+        // With weight labels (`'a':B`) a lexeme matches in one field: at most the word's share.
+        Node::Lexeme { word, .. } => word
+            .as_deref()
+            .and_then(documents)
+            .map_or(1.0, |n| (n as f64 / all).min(1.0)),
+        Node::Not(inner) => 1.0 - share(inner, all, documents),
+        Node::And(children) => children.iter().map(|c| share(c, all, documents)).product(),
+        Node::Phrase(left, _, right) => share(left, all, documents) * share(right, all, documents),
+        Node::Or(children) => {
+            1.0 - children
+                .iter()
+                .map(|c| 1.0 - share(c, all, documents))
+                .product::<f64>()
+        }
+    }
+}
+
 /// `node` where the whole words of `absent` are known not to be in the document.
 fn simplify(node: &Node, absent: &HashSet<String>) -> Truth {
     match node {
@@ -301,6 +377,74 @@ fn flatten(children: Vec<Node>, make: fn(Vec<Node>) -> Node) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exclusions_alone_ask_for_no_word() {
+        assert!(!asks_for_a_word("!'rain'"));
+        assert!(!asks_for_a_word("!'rain' & !( 'harbour' <-> 'strike' )"));
+        assert!(!asks_for_a_word("!!'rain'"));
+        assert!(asks_for_a_word("'harbour' & !'rain'"));
+        assert!(asks_for_a_word("'harbour' | !'rain'"));
+        assert!(asks_for_a_word("'harbour' <-> 'strike'"));
+        assert!(asks_for_a_word("'unclosed"));
+    }
+
+    #[test]
+    fn a_query_requiring_a_lexeme_no_document_holds_cannot_match() {
+        let counts = |w: &str| match w {
+            "carrer" | "carr" => Some(0),
+            "said" => Some(5),
+            _ => None,
+        };
+        for query in [
+            "'carrer'",
+            "'said' & 'carrer'",
+            "'said' <-> 'carrer'",
+            "'carrer' | 'carr'",
+        ] {
+            assert!(!can_match(query, counts), "{query}");
+        }
+        for query in [
+            "'said'",
+            "'said' | 'carrer'",
+            "'said' & !'carrer'",
+            "'other'",
+            "'carr':*",
+            "'unclosed",
+        ] {
+            assert!(can_match(query, counts), "{query}");
+        }
+    }
+
+    #[test]
+    fn matches_are_estimated_from_each_lexemes_count() {
+        let counts = |w: &str| match w {
+            "said" => Some(500_000),
+            "offici" => Some(250_000),
+            "harbour" => Some(2_000),
+            "it's" => Some(7),
+            "carrer" => Some(0),
+            _ => None,
+        };
+        let all = 1_000_000;
+        let expected = |q: &str| expected_matches(q, all, counts);
+        assert_eq!(expected("'said'"), 500_000);
+        assert_eq!(expected("'carrer'"), 0);
+        assert_eq!(expected("'it''s'"), 7);
+        // Independent words: shares multiply.
+        assert_eq!(expected("'said' & 'harbour'"), 1_000);
+        assert_eq!(expected("'said' <-> 'said'"), 250_000);
+        assert_eq!(expected("'said' & !'offici'"), 375_000);
+        assert_eq!(expected("'harbour' | 'carrer'"), 2_000);
+        assert_eq!(expected("'said' | 'offici'"), 625_000);
+        assert_eq!(expected("( 'harbour' | 'carrer' ) & 'said'"), 1_000);
+        // Exclusions alone, prefixes, uncounted lexemes and unreadable text: every document.
+        assert_eq!(expected("!'carrer'"), all);
+        assert_eq!(expected("'harb':*"), all);
+        assert_eq!(expected("'unknown'"), all);
+        assert_eq!(expected("'unclosed"), all);
+        assert_eq!(expected_matches("'said'", 0, counts), 0);
+    }
 
     #[test]
     fn a_word_required_and_excluded_matches_nothing() {

@@ -106,8 +106,19 @@ impl SearchQuery {
 /// newest first, with score 0. Each hit carries up to 3 `highlights` whose `marks` are
 /// `[start, end)` code-point spans of the matched words. When nothing matches, `suggestion`
 /// respells `q` (its first 10 words of 3 letters or more) from the articles' words. A query
-/// that excludes a word it requires (`officials -officials`) matches nothing. Paged by cursor
-/// only: `offset` is 400.
+/// that excludes a word it requires (`officials -officials`), or excludes words only
+/// (`-rain`, `(-rain)`), matches nothing. Paged by cursor only: `offset` is 400.
+///
+/// When many articles hold the query's words, a page reads the articles newest first and
+/// tests each one, and reads at most 50,000 articles (of its filters, from where the page
+/// starts): a page that finds fewer matches than `limit` among them stops there and answers
+/// the matches it found, possibly none, with a `next_cursor` that goes on after the last
+/// article read (and `suggestion` null). So a page may hold fewer than `limit` hits while
+/// `next_cursor` is not null; only a null `next_cursor` means the end. With
+/// `sort=relevance`, page 1's walk for the ranked window reads at most 50,000 articles too:
+/// when it finds fewer than 500 matches among them, the window is the matches among the
+/// articles it read. This bounds a phrase of frequent words that seldom stand side by side
+/// (`"said said"`).
 ///
 /// At most half the database pool's connections serve searches at once, so expensive searches
 /// never take the connections of the other endpoints; a search past that waits for a turn as long

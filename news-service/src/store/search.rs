@@ -19,12 +19,15 @@ use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
 use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
 use crate::domain::search::{
-    Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, any_lexeme, positive_query,
-    query_lexemes, query_words, respell, restrict_to_weight, words_to_respell,
+    Access, Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, WALK_EXAMINES,
+    any_lexeme, positive_query, query_lexemes, query_words, respell, restrict_to_weight,
+    words_to_respell,
 };
 use crate::domain::search::{Highlight, HighlightField, SearchHit, SearchPage};
 use crate::domain::text_search::{Folding, Marker};
-use crate::domain::tsquery::without_contradictions;
+use crate::domain::tsquery::{
+    asks_for_a_word, can_match, expected_matches, without_contradictions,
+};
 use crate::error::Result;
 use crate::store::articles;
 
@@ -45,58 +48,176 @@ pub struct LanguageQuery {
     /// stemmers) with a UTF-8 database whose `LC_CTYPE` is `C` (in another encoding the parser
     /// reads other characters from the same text). On any other, `ts_headline` marks.
     pub modelled_server: bool,
+    /// The language's articles, and about how many of them match `query` (from the counts of
+    /// its lexemes, migration `search_lexemes`): what the plan is chosen by.
+    pub articles: u64,
+    pub expected_matches: u64,
+}
+
+/// A row of [`language_queries`]' statement.
+struct LanguageRow {
+    language: String,
+    config: Oid,
+    query: String,
+    positive: String,
+    modelled_server: bool,
+    articles: i64,
+    lexemes: Vec<String>,
+    counts: Vec<i64>,
 }
 
 /// The query in every article language whose configuration finds something to look for in it
-/// (none when `q` is stop words or exclusions only, or excludes a word it requires: then
-/// nothing matches), without the alternatives that cannot match.
+/// that the language's articles hold (none when `q` is stop words or exclusions only, excludes
+/// a word it requires, or requires a lexeme none of them holds: then nothing matches), without
+/// the alternatives that cannot match.
 pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<LanguageQuery>> {
     let positive = positive_query(q);
     let rows = sqlx::query_as!(
-        LanguageQuery,
+        LanguageRow,
         // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language rather
-        // than once per use.
+        // than once per use. The counted lexemes are those of `q`'s words in the language's
+        // configuration (the tsquery's, and the operators' words, which cost nothing).
         r#"SELECT l.language AS "language!", c.config::oid AS "config!",
                   websearch_to_tsquery(c.config, $1)::text AS "query!",
                   websearch_to_tsquery(c.config, $2)::text AS "positive!",
                   current_setting('lc_ctype') IN ('C', 'POSIX')
                   AND current_setting('server_encoding') = 'UTF8'
                   AND current_setting('server_version_num')::int / 10000 = 15
-                  AS "modelled_server!"
+                  AS "modelled_server!",
+                  coalesce((SELECT t.articles FROM search_lexemes t
+                             WHERE t.language = l.language AND t.lexeme = ''), 0) AS "articles!",
+                  k.lexemes AS "lexemes!", k.counts AS "counts!"
              FROM search_languages l
             CROSS JOIN LATERAL (SELECT search_config(l.language) AS config OFFSET 0) c
+            CROSS JOIN LATERAL (
+                  SELECT coalesce(array_agg(w.lexeme), '{}') AS lexemes,
+                         coalesce(array_agg(coalesce(s.articles, 0)), '{}') AS counts
+                    FROM unnest(tsvector_to_array(to_tsvector(c.config, $1))) AS w (lexeme)
+                    LEFT JOIN search_lexemes s
+                      ON s.language = l.language AND s.lexeme = w.lexeme) k
             ORDER BY l.language"#,
         q,
         positive
     )
     .fetch_all(db)
     .await?;
-    // An empty tsquery prints as ''. A query that excludes what it requires matches nothing
-    // in that language, and is not asked (see `domain::tsquery`).
+    // An empty tsquery prints as '' (and asks for no word). A query of exclusions only, one
+    // that excludes what it requires, or one that requires a lexeme no article of the language
+    // holds, matches nothing in that language, and is not asked (see `domain::tsquery`).
     Ok(rows
         .into_iter()
         .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
         .filter_map(|l| {
-            let query = without_contradictions(&l.query)?;
-            Some(LanguageQuery { query, ..l })
+            let query = without_contradictions(&l.query).filter(|q| asks_for_a_word(q))?;
+            let articles = u64::try_from(l.articles).unwrap_or(0);
+            let counts: HashMap<&str, u64> = l
+                .lexemes
+                .iter()
+                .map(String::as_str)
+                .zip(l.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
+                .collect();
+            let documents = |w: &str| counts.get(w).copied();
+            // The counts are exact: a lexeme no article of the language holds is in none of
+            // them, and a query that requires one is not asked in that language (a reading of
+            // the word that is frequent in another language's articles cost a heap check per
+            // such article through the one GIN index: `decis`, an English stem in 294,000
+            // articles and the Spanish reading of `decis`, 0.9 s).
+            if !can_match(&query, documents) {
+                return None;
+            }
+            let expected_matches = expected_matches(&query, articles, documents);
+            Some(LanguageQuery {
+                query,
+                language: l.language,
+                config: l.config,
+                positive: l.positive,
+                modelled_server: l.modelled_server,
+                articles,
+                expected_matches,
+            })
         })
         .collect())
 }
 
-/// `(a.language = $l AND a.search_vector @@ $q::tsquery) OR ...` over the languages.
-fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery]) {
+/// The access for `wanted` matches of these languages' queries, a walk examining at most
+/// `examine` articles.
+pub fn access(languages: &[LanguageQuery], wanted: i64, examine: i64) -> Access {
+    let matches = languages.iter().map(|l| l.expected_matches).sum();
+    let articles = languages.iter().map(|l| l.articles).sum();
+    Access::for_matches(matches, articles, wanted, examine)
+}
+
+/// `(a.language IN ($l, ...) AND a.search_vector @@ $q::tsquery) OR ...` over the languages,
+/// those whose query reads the same sharing one test (so PostgreSQL scans the GIN index once
+/// for them, not once a language). With [`Access::Index`] each tsquery is a subquery's value,
+/// `(SELECT $q::tsquery)`, which the planner cannot see: it then takes the match for a rare
+/// one (a fixed 0.5% of the rows) and reads the GIN index, whatever its statistics say of the
+/// words.
+fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery], access: Access) {
+    let (open, close) = match access {
+        Access::Index => ("(SELECT ", "::tsquery))"),
+        Access::Walk(_) => ("", "::tsquery)"),
+    };
+    let mut queries: Vec<(&str, Vec<&str>)> = Vec::new();
+    for l in languages {
+        match queries.iter_mut().find(|(query, _)| *query == l.query) {
+            Some((_, codes)) => codes.push(&l.language),
+            None => queries.push((&l.query, vec![&l.language])),
+        }
+    }
     qb.push("(");
-    for (i, l) in languages.iter().enumerate() {
+    for (i, (query, codes)) in queries.into_iter().enumerate() {
         if i > 0 {
             qb.push(" OR ");
         }
-        qb.push("(a.language = ")
-            .push_bind(l.language.clone())
-            .push(" AND a.search_vector @@ ")
-            .push_bind(l.query.clone())
-            .push("::tsquery)");
+        qb.push("(a.language IN (");
+        for (j, code) in codes.into_iter().enumerate() {
+            if j > 0 {
+                qb.push(", ");
+            }
+            qb.push_bind(code.to_owned());
+        }
+        qb.push(") AND a.search_vector @@ ")
+            .push(open)
+            .push_bind(query.to_owned())
+            .push(close);
     }
     qb.push(")");
+}
+
+/// `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE <match> ... OFFSET 0) a WHERE TRUE`
+/// with [`Access::Index`]; with [`Access::Walk`], the match is
+/// tested on a subquery of the articles (of the filters, newest first from where `bound`
+/// starts) cut at the walk's limit: `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE
+/// ... ORDER BY ... LIMIT $examine) a WHERE <match>`. The caller adds its own order and limit,
+/// and under the walk PostgreSQL stops reading as soon as it has them.
+fn push_source(
+    qb: &mut QueryBuilder<'static, Postgres>,
+    languages: &[LanguageQuery],
+    filters: &Filters,
+    access: Access,
+    bound: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
+) {
+    match access {
+        Access::Index => {
+            // OFFSET 0 keeps the subquery apart: planned for all its rows, it has no use for
+            // the newest-first order, so the outer order is a sort of the matches.
+            qb.push(" FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE ");
+            push_match(qb, languages, access);
+            push_filters(qb, filters);
+            bound(qb);
+            qb.push(" OFFSET 0) a WHERE TRUE");
+        }
+        Access::Walk(examine) => {
+            qb.push(" FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE TRUE");
+            push_filters(qb, filters);
+            bound(qb);
+            qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+                .push_bind(examine)
+                .push(") a WHERE ");
+            push_match(qb, languages, access);
+        }
+    }
 }
 
 /// 3 when the query matches within the title alone (weight A), 2 within the summary (B), else 1
@@ -138,39 +259,47 @@ pub fn window_query(
     languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
+    access: Access,
 ) -> QueryBuilder<'static, Postgres> {
     let mut qb = QueryBuilder::new(prefix);
-    push_window(&mut qb, languages, filters, window_end);
+    push_window(&mut qb, languages, filters, window_end, access);
     qb
 }
 
-/// The statement of [`window_query`]: `ctid`, `id`, `published_at` and `score` of the window's
-/// rows.
+/// The statement of [`window_query`]: `tid` (the row's `ctid`), `id`, `published_at` and
+/// `score` of the window's rows.
 fn push_window(
     qb: &mut QueryBuilder<'static, Postgres>,
     languages: &[LanguageQuery],
     filters: &Filters,
     window_end: Option<&(DateTime<Utc>, String)>,
+    access: Access,
 ) {
-    qb.push("SELECT a.ctid AS tid, a.id, a.published_at, ");
+    qb.push("SELECT a.tid, a.id, a.published_at, ");
     push_score(qb, languages);
-    qb.push(" AS score FROM articles a WHERE ");
-    push_match(qb, languages);
-    push_filters(qb, filters);
-    if let Some((published_at, id)) = window_end {
-        // The plain `published_at` bound is implied by the row comparison, but PostgreSQL can
-        // estimate only the plain one from its statistics; with the row comparison alone it
-        // guessed a third of all articles and intersected the whole posting list of a frequent
-        // word with the range (page 50 of `officials` on a million articles: 75 ms instead of
-        // page 1's 16 ms).
-        qb.push(" AND a.published_at >= ")
-            .push_bind(*published_at)
-            .push(" AND (a.published_at, a.id) >= (")
-            .push_bind(*published_at)
-            .push(", ")
-            .push_bind(id.clone())
-            .push(")");
-    }
+    qb.push(" AS score");
+    // A later page's walk reads the articles at or after the end: page 1's (at most its
+    // limit) and any published since, which may not push the oldest of the window out.
+    let access = match (access, window_end) {
+        (Access::Walk(examine), Some(_)) => Access::Walk(2 * examine),
+        _ => access,
+    };
+    push_source(qb, languages, filters, access, |qb| {
+        if let Some((published_at, id)) = window_end {
+            // The plain `published_at` bound is implied by the row comparison, but PostgreSQL
+            // can estimate only the plain one from its statistics; with the row comparison alone
+            // it guessed a third of all articles and intersected the whole posting list of a
+            // frequent word with the range (page 50 of `officials` on a million articles: 75 ms
+            // instead of page 1's 16 ms).
+            qb.push(" AND a.published_at >= ")
+                .push_bind(*published_at)
+                .push(" AND (a.published_at, a.id) >= (")
+                .push_bind(*published_at)
+                .push(", ")
+                .push_bind(id.clone())
+                .push(")");
+        }
+    });
     // With an end, the window is page 1's rows plus any match published since: bounded again
     // so a flood of new matches cannot make a later page slow.
     let limit = if window_end.is_some() {
@@ -188,6 +317,7 @@ fn push_window(
 /// window's oldest row (its end, which page 1's cursor keeps). Only the page's rows leave the
 /// database, where the whole window (`RANKED_MATCHES` rows) used to be decoded and ranked here.
 /// `prefix` as above.
+#[allow(clippy::too_many_arguments)]
 pub fn ranked_hits_query(
     prefix: &str,
     languages: &[LanguageQuery],
@@ -196,13 +326,14 @@ pub fn ranked_hits_query(
     after: Option<&Position>,
     wanted: i64,
     viewer: Option<&str>,
+    access: Access,
 ) -> QueryBuilder<'static, Postgres> {
     let mut qb = articles::items_query(
         prefix,
         viewer,
         |qb| {
             qb.push("WITH w AS MATERIALIZED (");
-            push_window(qb, languages, filters, window_end);
+            push_window(qb, languages, filters, window_end, access);
             // The page's rows are read back at the `ctid` the window found them at (a TID scan,
             // not a lookup in the id index per row): one statement, one snapshot, so it is the
             // same row version.
@@ -220,14 +351,15 @@ pub fn ranked_hits_query(
                 .push_bind(wanted)
                 .push(
                     ") SELECT a.*, page.score AS rank_score, \
-                 e.published_at AS window_end_at, e.id AS window_end_id \
+                 e.published_at AS window_end_at, e.id AS window_end_id, \
+                 (SELECT count(*) FROM w) AS window_size \
                  FROM page JOIN articles a ON a.ctid = page.tid \
                  CROSS JOIN (SELECT w.published_at, w.id FROM w \
                              ORDER BY w.published_at, w.id LIMIT 1) e",
                 );
         },
         |qb| {
-            qb.push("a.rank_score, a.window_end_at, a.window_end_id, ");
+            qb.push("a.rank_score, a.window_end_at, a.window_end_id, a.window_size, ");
             push_hit_columns(qb, languages);
         },
     );
@@ -243,10 +375,16 @@ fn push_newest(
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
+    access: Access,
 ) {
-    qb.push("SELECT * FROM articles a WHERE ");
-    push_match(qb, languages);
-    push_filters(qb, filters);
+    qb.push("SELECT *");
+    push_source(qb, languages, filters, access, |qb| push_before(qb, before));
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+        .push_bind(limit);
+}
+
+/// ` AND (a.published_at, a.id) < (...)` when `before` is given.
+fn push_before(qb: &mut QueryBuilder<'static, Postgres>, before: Option<&(DateTime<Utc>, String)>) {
     if let Some((published_at, id)) = before {
         qb.push(" AND (a.published_at, a.id) < (")
             .push_bind(*published_at)
@@ -254,8 +392,57 @@ fn push_newest(
             .push_bind(id.clone())
             .push(")");
     }
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
-        .push_bind(limit);
+}
+
+/// Where a walk that found fewer matches than it wanted stopped: the last article it examined
+/// (the `examine`-th of the filters strictly before `before`), or `None` when it examined every
+/// one (then it found every match). A later page goes on strictly after the returned row. Run
+/// after the walk, in its own snapshot: if an article was written within the walked range
+/// meanwhile, the walk's last match `last` (its oldest) is returned when it is older, so a
+/// match already served is never served again.
+pub fn walk_end_query(
+    prefix: &str,
+    filters: &Filters,
+    before: Option<&(DateTime<Utc>, String)>,
+    examine: i64,
+    last: Option<&(DateTime<Utc>, String)>,
+) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::new(prefix);
+    qb.push("WITH k AS (SELECT a.published_at, a.id FROM articles a WHERE TRUE");
+    push_filters(&mut qb, filters);
+    push_before(&mut qb, before);
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC OFFSET ")
+        .push_bind(examine - 1)
+        .push(" LIMIT 1) SELECT b.published_at, b.id FROM (SELECT * FROM k");
+    if let Some((published_at, id)) = last {
+        qb.push(" UNION ALL SELECT ")
+            .push_bind(*published_at)
+            .push("::timestamptz, ")
+            .push_bind(id.clone())
+            .push("::text FROM k");
+    }
+    qb.push(") b ORDER BY b.published_at, b.id LIMIT 1");
+    qb
+}
+
+/// See [`walk_end_query`]; `None` for [`Access::Index`], which reads every match.
+async fn walk_end(
+    pool: &PgPool,
+    filters: &Filters,
+    before: Option<&(DateTime<Utc>, String)>,
+    access: Access,
+    last: Option<&(DateTime<Utc>, String)>,
+) -> Result<Option<(DateTime<Utc>, String)>> {
+    let Access::Walk(examine) = access else {
+        return Ok(None);
+    };
+    let mut qb = walk_end_query("", filters, before, examine, last);
+    let end: Option<(DateTime<Utc>, String)> = qb
+        .build_query_as()
+        .persistent(false)
+        .fetch_optional(pool)
+        .await?;
+    Ok(end)
 }
 
 /// A `sort=newest` page in one statement: the matches newest first (strictly before `before`
@@ -268,11 +455,12 @@ pub fn newest_hits_query(
     before: Option<&(DateTime<Utc>, String)>,
     limit: i64,
     viewer: Option<&str>,
+    access: Access,
 ) -> QueryBuilder<'static, Postgres> {
     let mut qb = articles::items_query(
         prefix,
         viewer,
-        |qb| push_newest(qb, languages, filters, before, limit),
+        |qb| push_newest(qb, languages, filters, before, limit, access),
         |qb| push_hit_columns(qb, languages),
     );
     qb.push(" ORDER BY a.published_at DESC, a.id DESC");
@@ -316,7 +504,8 @@ where
         .collect())
 }
 
-/// Matches newest first (score 0), strictly before `before` when given, with their items.
+/// Matches newest first (score 0), strictly before `before` when given, with their items;
+/// and, when a walk stopped at its limit before it found `wanted`, where it stopped.
 async fn newest_hits(
     pool: &PgPool,
     spec: &SearchSpec,
@@ -324,9 +513,28 @@ async fn newest_hits(
     before: Option<&(DateTime<Utc>, String)>,
     wanted: usize,
     viewer: Option<&str>,
-) -> Result<Vec<ReadHit>> {
-    let qb = newest_hits_query("", languages, &spec.filters, before, wanted as i64, viewer);
-    read_hits(pool, qb, |columns: HitColumns| (0, columns)).await
+    examine: i64,
+) -> Result<(Vec<ReadHit>, Option<(DateTime<Utc>, String)>)> {
+    let access = access(languages, wanted as i64, examine);
+    let qb = newest_hits_query(
+        "",
+        languages,
+        &spec.filters,
+        before,
+        wanted as i64,
+        viewer,
+        access,
+    );
+    let hits = read_hits(pool, qb, |columns: HitColumns| (0, columns)).await?;
+    let stopped = if hits.len() < wanted {
+        let last = hits
+            .last()
+            .map(|h| (h.position.published_at, h.position.id.clone()));
+        walk_end(pool, &spec.filters, before, access, last.as_ref()).await?
+    } else {
+        None
+    };
+    Ok((hits, stopped))
 }
 
 /// What [`ranked_hits_query`] reads beside a hit's item.
@@ -335,8 +543,19 @@ struct RankedColumns {
     rank_score: i16,
     window_end_at: DateTime<Utc>,
     window_end_id: String,
+    window_size: i64,
     #[sqlx(flatten)]
     hit: HitColumns,
+}
+
+/// The rows of a page and where the next one starts.
+struct ReadPage {
+    hits: Vec<ReadHit>,
+    /// `sort=relevance`: the ranked window's end, which the cursor keeps.
+    window_end: Option<(DateTime<Utc>, String)>,
+    /// Where a walk stopped at its limit before it filled the page: the next page starts
+    /// strictly after it (score 0), whether or not this one is full.
+    stopped: Option<(DateTime<Utc>, String)>,
 }
 
 /// The hits of a `sort=relevance` page (and one more, to know whether another page follows),
@@ -347,16 +566,19 @@ async fn ranked_hits(
     languages: &[LanguageQuery],
     wanted: usize,
     viewer: Option<&str>,
-) -> Result<(Vec<ReadHit>, Option<(DateTime<Utc>, String)>)> {
+    examine: i64,
+) -> Result<ReadPage> {
     let mut window_end = spec.window_end.clone();
     let mut hits = Vec::new();
     // Page 1's window holds every match when the page is not full: `wanted` is at most a page
     // and one row, far fewer than the window's `RANKED_MATCHES`, so the window was not full
-    // either; then nothing is older, and a rare query is spared a second index scan.
+    // either; then nothing is older, and a rare query is spared a second index scan. Unless a
+    // walk stopped at its limit: then the window is the matches among the articles it examined.
     debug_assert!(wanted as i64 <= RANKED_MATCHES);
     let mut all_matches = false;
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
+        let access = access(languages, RANKED_MATCHES, examine);
         let qb = ranked_hits_query(
             "",
             languages,
@@ -365,18 +587,36 @@ async fn ranked_hits(
             spec.after.as_ref(),
             wanted as i64,
             viewer,
+            access,
         );
         let mut end = None;
+        let mut size = 0;
         hits = read_hits(pool, qb, |ranked: RankedColumns| {
             end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
+            size = ranked.window_size;
             (ranked.rank_score, ranked.hit)
         })
         .await?;
         if window_end.is_none() {
+            if size < RANKED_MATCHES
+                && let Some(stopped) =
+                    walk_end(pool, &spec.filters, None, access, end.as_ref()).await?
+            {
+                // The window is the matches at or after where the walk stopped.
+                if hits.len() < wanted {
+                    return Ok(ReadPage {
+                        hits,
+                        window_end: Some(stopped.clone()),
+                        stopped: Some(stopped),
+                    });
+                }
+                end = Some(stopped);
+            }
             all_matches = hits.len() < wanted;
             window_end = end;
         }
     }
+    let mut stopped = None;
     if hits.len() < wanted
         && !all_matches
         && let Some(end) = &window_end
@@ -387,9 +627,16 @@ async fn ranked_hits(
             _ => end.clone(),
         };
         let more = wanted - hits.len();
-        hits.extend(newest_hits(pool, spec, languages, Some(&before), more, viewer).await?);
+        let (older, stop) =
+            newest_hits(pool, spec, languages, Some(&before), more, viewer, examine).await?;
+        hits.extend(older);
+        stopped = stop;
     }
-    Ok((hits, window_end))
+    Ok(ReadPage {
+        hits,
+        window_end,
+        stopped,
+    })
 }
 
 /// One page of a search, as `viewer` sees it.
@@ -399,33 +646,75 @@ pub async fn page(
     limit: i64,
     viewer: Option<&str>,
 ) -> Result<SearchPage> {
+    page_examining(pool, spec, limit, viewer, WALK_EXAMINES).await
+}
+
+/// [`page`] with walks that examine at most `examine` articles (tests use a small one).
+pub async fn page_examining(
+    pool: &PgPool,
+    spec: &SearchSpec,
+    limit: i64,
+    viewer: Option<&str>,
+    examine: i64,
+) -> Result<SearchPage> {
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
-    // The page's hits (and one more, to know whether another page follows), and the ranked
-    // window's end a `sort=relevance` cursor keeps.
-    let (mut read, window_end) = if languages.is_empty() || spec.filters.matches_nothing() {
-        (Vec::new(), None)
+    // The page's hits (and one more, to know whether another page follows), the ranked
+    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short.
+    let ReadPage {
+        hits: mut read,
+        window_end,
+        stopped,
+    } = if languages.is_empty() || spec.filters.matches_nothing() {
+        ReadPage {
+            hits: Vec::new(),
+            window_end: None,
+            stopped: None,
+        }
     } else if spec.sort == Sort::Newest {
         let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
-        let read = newest_hits(pool, spec, &languages, before.as_ref(), limit + 1, viewer).await?;
-        (read, None)
+        let (hits, stopped) = newest_hits(
+            pool,
+            spec,
+            &languages,
+            before.as_ref(),
+            limit + 1,
+            viewer,
+            examine,
+        )
+        .await?;
+        ReadPage {
+            hits,
+            window_end: None,
+            stopped,
+        }
     } else {
-        ranked_hits(pool, spec, &languages, limit + 1, viewer).await?
+        ranked_hits(pool, spec, &languages, limit + 1, viewer, examine).await?
     };
     // In list order: the statements order their rows, in the database's collation as the
     // article list and the cursors' comparisons do (sorting again here, by bytes, disagreed with
     // them in another collation than "C": a walk skipped or repeated articles tied on
     // `published_at`).
-    let next_cursor = (read.len() > limit).then(|| {
-        let spec = SearchSpec {
-            window_end,
-            ..spec.clone()
-        };
-        SearchCursor::after(&spec, &read[limit - 1].position).encode()
-    });
+    let spec = SearchSpec {
+        window_end,
+        ..spec.clone()
+    };
+    let next_cursor = if read.len() > limit {
+        Some(SearchCursor::after(&spec, &read[limit - 1].position).encode())
+    } else {
+        stopped.map(|(published_at, id)| {
+            let at = Position {
+                score: 0,
+                published_at,
+                id,
+            };
+            SearchCursor::after(&spec, &at).encode()
+        })
+    };
     read.truncate(limit);
     let data = hits(pool, read, &languages).await?;
-    let suggestion = if data.is_empty() && spec.after.is_none() {
+    // A page cut short by the walk's limit does not know that nothing matches.
+    let suggestion = if data.is_empty() && spec.after.is_none() && next_cursor.is_none() {
         suggestion(pool, &spec.q).await?
     } else {
         None
