@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::postgres::types::Oid;
-use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
@@ -397,9 +397,10 @@ fn push_before(qb: &mut QueryBuilder<'static, Postgres>, before: Option<&(DateTi
 /// Where a walk that found fewer matches than it wanted stopped: the last article it examined
 /// (the `examine`-th of the filters strictly before `before`), or `None` when it examined every
 /// one (then it found every match). A later page goes on strictly after the returned row. Run
-/// after the walk, in its own snapshot: if an article was written within the walked range
-/// meanwhile, the walk's last match `last` (its oldest) is returned when it is older, so a
-/// match already served is never served again.
+/// after the walk in the walk's snapshot (see [`page_examining`]): in another, an article
+/// written within the walked range meanwhile moved the end newer (the walk's last match `last`,
+/// its oldest, is returned when it is older, so no match is served twice) and one deleted moved
+/// it past articles the walk never examined (skipped).
 pub fn walk_end_query(
     prefix: &str,
     filters: &Filters,
@@ -427,7 +428,7 @@ pub fn walk_end_query(
 
 /// See [`walk_end_query`]; `None` for [`Access::Index`], which reads every match.
 async fn walk_end(
-    pool: &PgPool,
+    db: &mut PgConnection,
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     access: Access,
@@ -440,7 +441,7 @@ async fn walk_end(
     let end: Option<(DateTime<Utc>, String)> = qb
         .build_query_as()
         .persistent(false)
-        .fetch_optional(pool)
+        .fetch_optional(db)
         .await?;
     Ok(end)
 }
@@ -477,7 +478,7 @@ struct ReadHit {
 
 /// Runs a page statement whose extra columns are `T`, each row's place taken from the row.
 async fn read_hits<T>(
-    pool: &PgPool,
+    db: &mut PgConnection,
     mut qb: QueryBuilder<'static, Postgres>,
     mut split: impl FnMut(T) -> (i16, HitColumns),
 ) -> Result<Vec<ReadHit>>
@@ -486,7 +487,7 @@ where
 {
     // Not prepared once and kept: each search is planned with its own words' frequencies.
     let read: Vec<(ArticleItem, T)> =
-        articles::fetch_items(pool, qb.build().persistent(false)).await?;
+        articles::fetch_items(db, qb.build().persistent(false)).await?;
     Ok(read
         .into_iter()
         .map(|(item, extra)| {
@@ -507,7 +508,7 @@ where
 /// Matches newest first (score 0), strictly before `before` when given, with their items;
 /// and, when a walk stopped at its limit before it found `wanted`, where it stopped.
 async fn newest_hits(
-    pool: &PgPool,
+    db: &mut PgConnection,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     before: Option<&(DateTime<Utc>, String)>,
@@ -525,12 +526,12 @@ async fn newest_hits(
         viewer,
         access,
     );
-    let hits = read_hits(pool, qb, |columns: HitColumns| (0, columns)).await?;
+    let hits = read_hits(db, qb, |columns: HitColumns| (0, columns)).await?;
     let stopped = if hits.len() < wanted {
         let last = hits
             .last()
             .map(|h| (h.position.published_at, h.position.id.clone()));
-        walk_end(pool, &spec.filters, before, access, last.as_ref()).await?
+        walk_end(db, &spec.filters, before, access, last.as_ref()).await?
     } else {
         None
     };
@@ -561,7 +562,7 @@ struct ReadPage {
 /// The hits of a `sort=relevance` page (and one more, to know whether another page follows),
 /// and the ranked window's end its cursor keeps.
 async fn ranked_hits(
-    pool: &PgPool,
+    db: &mut PgConnection,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     wanted: usize,
@@ -591,7 +592,7 @@ async fn ranked_hits(
         );
         let mut end = None;
         let mut size = 0;
-        hits = read_hits(pool, qb, |ranked: RankedColumns| {
+        hits = read_hits(db, qb, |ranked: RankedColumns| {
             end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
             size = ranked.window_size;
             (ranked.rank_score, ranked.hit)
@@ -600,7 +601,7 @@ async fn ranked_hits(
         if window_end.is_none() {
             if size < RANKED_MATCHES
                 && let Some(stopped) =
-                    walk_end(pool, &spec.filters, None, access, end.as_ref()).await?
+                    walk_end(db, &spec.filters, None, access, end.as_ref()).await?
             {
                 // The window is the matches at or after where the walk stopped.
                 if hits.len() < wanted {
@@ -628,13 +629,46 @@ async fn ranked_hits(
         };
         let more = wanted - hits.len();
         let (older, stop) =
-            newest_hits(pool, spec, languages, Some(&before), more, viewer, examine).await?;
+            newest_hits(db, spec, languages, Some(&before), more, viewer, examine).await?;
         hits.extend(older);
         stopped = stop;
     }
     Ok(ReadPage {
         hits,
         window_end,
+        stopped,
+    })
+}
+
+/// Begins the transaction a page's walks and the statements finding where they stopped share.
+const ONE_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// The rows of a page (`limit` and one more) for `languages`' queries.
+async fn read_page(
+    db: &mut PgConnection,
+    spec: &SearchSpec,
+    languages: &[LanguageQuery],
+    limit: usize,
+    viewer: Option<&str>,
+    examine: i64,
+) -> Result<ReadPage> {
+    if spec.sort == Sort::Relevance {
+        return ranked_hits(db, spec, languages, limit + 1, viewer, examine).await;
+    }
+    let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
+    let (hits, stopped) = newest_hits(
+        db,
+        spec,
+        languages,
+        before.as_ref(),
+        limit + 1,
+        viewer,
+        examine,
+    )
+    .await?;
+    Ok(ReadPage {
+        hits,
+        window_end: None,
         stopped,
     })
 }
@@ -660,7 +694,13 @@ pub async fn page_examining(
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
     // The page's hits (and one more, to know whether another page follows), the ranked
-    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short.
+    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short. A walk and
+    // the statement finding where it stopped read one snapshot (a read-only REPEATABLE READ
+    // transaction): in two, an article deleted in between moved the end found one article past
+    // the last one the walk examined, and the next page started after an article never read.
+    // Walks only: with the GIN index (as for every query when even one match would be read
+    // from it) every match is read by one statement.
+    let walks = matches!(access(&languages, 1, examine), Access::Walk(_));
     let ReadPage {
         hits: mut read,
         window_end,
@@ -671,25 +711,14 @@ pub async fn page_examining(
             window_end: None,
             stopped: None,
         }
-    } else if spec.sort == Sort::Newest {
-        let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
-        let (hits, stopped) = newest_hits(
-            pool,
-            spec,
-            &languages,
-            before.as_ref(),
-            limit + 1,
-            viewer,
-            examine,
-        )
-        .await?;
-        ReadPage {
-            hits,
-            window_end: None,
-            stopped,
-        }
+    } else if walks {
+        let mut snapshot = pool.begin_with(ONE_SNAPSHOT).await?;
+        let read = read_page(&mut snapshot, spec, &languages, limit, viewer, examine).await?;
+        snapshot.commit().await?;
+        read
     } else {
-        ranked_hits(pool, spec, &languages, limit + 1, viewer, examine).await?
+        let mut db = pool.acquire().await?;
+        read_page(&mut db, spec, &languages, limit, viewer, examine).await?
     };
     // In list order: the statements order their rows, in the database's collation as the
     // article list and the cursors' comparisons do (sorting again here, by bytes, disagreed with
