@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use news_service::domain::search::{Filters, SearchCursor, SearchSpec, Sort};
-use news_service::store::search::page_examining;
-use sqlx::PgPool;
+use news_service::domain::search::{Access, Filters, SearchCursor, SearchSpec, Sort};
+use news_service::store::search::{access, language_queries, newest_hits_query, page_examining};
+use sqlx::{PgPool, Row};
 
 use crate::helpers::{pool_as, spawn_with_fixture};
 
@@ -130,4 +130,235 @@ async fn deletes_during_a_walk_skip_no_match() {
     let toggles = writer.await.unwrap();
     assert!(toggles > 10, "{toggles} writes only");
     assert!(failures.is_empty(), "{toggles} writes: {failures:#?}");
+}
+
+/// Articles in English, Spanish and a language without a configuration (`xx`, matched word
+/// for word), words drawn from a small vocabulary so that phrases, alternatives and exclusions
+/// match some; three articles to each `published_at`, three authors.
+const CORPUS: &str = "
+SELECT setseed(0.25);
+INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id, language)
+SELECT 'r-' || lpad(i::text, 5, '0'),
+       (SELECT string_agg(w[1 + floor(random() * array_length(w, 1))::int + 0 * g], ' ') FROM generate_series(1, 3 + (i % 2)) g),
+       (SELECT string_agg(w[1 + floor(random() * array_length(w, 1))::int + 0 * g], ' ') FROM generate_series(1, 4 + (i % 3)) g),
+       (SELECT string_agg(w[1 + floor(random() * array_length(w, 1))::int + 0 * g], ' ') FROM generate_series(1, 6 + (i % 5)) g),
+       'u', timestamptz '2026-06-01' - (i / 3) * interval '1 minute',
+       (ARRAY['org-a', 'org-a', 'org-b'])[1 + i % 3], (ARRAY['jrn-1', 'jrn-2', 'jrn-3'])[1 + i % 3],
+       lang
+  FROM generate_series(1, 1500) AS i
+ CROSS JOIN LATERAL (SELECT CASE WHEN i % 10 < 6 THEN 'en' WHEN i % 10 < 9 THEN 'es' ELSE 'xx' END AS lang) l
+ CROSS JOIN LATERAL (SELECT CASE lang
+       WHEN 'es' THEN ARRAY['huelga', 'puerto', 'elección', 'votación', 'lluvia', 'ciudad', 'el', 'la',
+                            'de', 'dijo', 'café', 'strike', 'noche', 'consejo', 'puertos']
+       ELSE ARRAY['strike', 'strikes', 'harbour', 'election', 'vote', 'rain', 'city', 'the', 'of',
+                  'said', 'café', 'night', 'council', 'port', 'huelga', 'elections', 'x' || i] END AS w
+       WHERE i > 0) v;
+";
+
+/// Terms a generated query is made of.
+const WORDS: [&str; 14] = [
+    "strike", "harbour", "election", "eleccion", "rain", "city", "said", "cafe", "huelga",
+    "puerto", "night", "council", "port", "strikes",
+];
+const STOP: [&str; 4] = ["the", "of", "el", "de"];
+
+/// A small linear congruential generator: the same queries on every run.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+    fn word(&mut self) -> &'static str {
+        WORDS[self.next(WORDS.len())]
+    }
+    /// A web-search query whose first term asks for a word in every language.
+    fn query(&mut self) -> String {
+        let mut terms = vec![match self.next(3) {
+            0 => self.word().to_owned(),
+            1 => format!("\"{} {}\"", self.word(), self.word()),
+            _ => format!("{} OR {}", self.word(), self.word()),
+        }];
+        for _ in 0..self.next(4) {
+            terms.push(match self.next(7) {
+                0 | 1 => self.word().to_owned(),
+                2 => format!("-{}", self.word()),
+                3 => format!("\"{} {}\"", self.word(), STOP[self.next(STOP.len())]),
+                4 => format!("{} OR {}", self.word(), self.word()),
+                5 => STOP[self.next(STOP.len())].to_owned(),
+                _ => format!("-\"{} {}\"", self.word(), self.word()),
+            });
+        }
+        terms.join(" ")
+    }
+    fn filters(&mut self) -> Filters {
+        let at = |minutes: i64| {
+            chrono::DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+                .unwrap()
+                .to_utc()
+                - chrono::Duration::minutes(minutes)
+        };
+        let mut filters = Filters::default();
+        match self.next(6) {
+            0 => filters.organization_id = Some("org-a".to_owned()),
+            1 => filters.journalist_id = Some("jrn-3".to_owned()),
+            2 => filters.published_after = Some(at(300)),
+            3 => filters.published_before = Some(at(100)),
+            4 => {
+                filters.published_after = Some(at(400));
+                filters.published_before = Some(at(37));
+                filters.organization_id = Some("org-a".to_owned());
+            }
+            _ => {}
+        }
+        filters
+    }
+}
+
+/// What PostgreSQL itself matches (each article with its own language's configuration),
+/// newest first, and how many articles the filters leave.
+async fn reference(pool: &PgPool, q: &str, filters: &Filters) -> (Vec<String>, i64) {
+    let filtered = "FROM articles a
+        WHERE ($2::text IS NULL OR a.organization_id = $2) AND ($3::text IS NULL OR a.journalist_id = $3)
+          AND ($4::timestamptz IS NULL OR a.published_at >= $4)
+          AND ($5::timestamptz IS NULL OR a.published_at < $5)";
+    let matches: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT a.id {filtered}
+            AND a.search_vector @@ websearch_to_tsquery(search_config(a.language), $1)
+          ORDER BY a.published_at DESC, a.id DESC"
+    ))
+    .bind(q)
+    .bind(&filters.organization_id)
+    .bind(&filters.journalist_id)
+    .bind(filters.published_after)
+    .bind(filters.published_before)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let n: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) {filtered} AND $1::text IS NOT NULL"
+    ))
+    .bind(q)
+    .bind(&filters.organization_id)
+    .bind(&filters.journalist_id)
+    .bind(filters.published_after)
+    .bind(filters.published_before)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (matches, n)
+}
+
+/// Generated queries (words, phrases, `OR`, exclusions, stop words, accents) with every filter,
+/// both sorts, limits of 1 to 100 and walks examining 13 to all articles: walking the pages by
+/// `next_cursor` gives exactly what PostgreSQL matches, each once, newest first (`sort=newest`)
+/// or the ranked window first, in score order, then the older matches newest first
+/// (`sort=relevance`), in at most one page per walk bound plus one per page of matches.
+#[tokio::test]
+async fn walked_pages_give_what_postgresql_matches() {
+    let app = spawn_with_fixture().await;
+    let admin = app.admin().await;
+    sqlx::raw_sql("DELETE FROM articles")
+        .execute(&admin)
+        .await
+        .unwrap();
+    sqlx::raw_sql(CORPUS).execute(&admin).await.unwrap();
+    let runtime = pool_as(&app.db, "news_app").await;
+    let mut draw = Draw(11);
+    let (mut searches, mut matched, mut short, mut walked) = (0, 0, 0, 0);
+    for _ in 0..120 {
+        let q = draw.query();
+        let filters = draw.filters();
+        let (expected, articles) = reference(&runtime, &q, &filters).await;
+        matched += usize::from(!expected.is_empty());
+        // Both accesses, unbounded, read the same matches.
+        let languages = language_queries(&runtime, &q).await.unwrap();
+        walked += usize::from(matches!(access(&languages, 21, 400), Access::Walk(_)));
+        for how in [Access::Index, Access::Walk(1_000_000)] {
+            let read: Vec<String> = if languages.is_empty() {
+                Vec::new()
+            } else {
+                newest_hits_query("", &languages, &filters, None, 100_000, None, how)
+                    .build()
+                    .fetch_all(&runtime)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| row.get("id"))
+                    .collect()
+            };
+            assert_eq!(read, expected, "{q:?} {filters:?} {how:?}");
+        }
+        for sort in [Sort::Newest, Sort::Relevance] {
+            let limit = 1 + draw.next(100) as i64;
+            let examine = [13, 97, 400, 1_000_000][draw.next(4)];
+            let spec = SearchSpec {
+                q: q.clone(),
+                sort,
+                filters: filters.clone(),
+                after: None,
+                window_end: None,
+            };
+            let walks = (articles as usize).div_ceil(examine as usize);
+            let pages_of_matches = expected.len().div_ceil(limit as usize);
+            let (seen, pages) =
+                walk(&runtime, spec, limit, examine, walks + pages_of_matches + 2).await;
+            searches += 1;
+            short += usize::from(pages > pages_of_matches.max(1));
+            let context = format!("{q:?} {filters:?} {sort:?} limit {limit} examine {examine}");
+            let ids: Vec<&String> = seen.iter().map(|(id, _, _)| id).collect();
+            if sort == Sort::Newest {
+                assert_eq!(ids, expected.iter().collect::<Vec<_>>(), "{context}");
+                continue;
+            }
+            // Relevance: the same matches once each; the scored ones (the window) are the
+            // newest matches, ranked by score then newest first; the rest follow newest first.
+            let mut sorted: Vec<&String> = ids.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), ids.len(), "served twice: {context}");
+            let mut want: Vec<&String> = expected.iter().collect();
+            want.sort();
+            assert_eq!(sorted, want, "{context}");
+            let place = |id: &String| expected.iter().position(|e| e == id).unwrap();
+            let window = seen.iter().take_while(|(_, score, _)| *score > 0.0).count();
+            assert!(
+                seen[window..].iter().all(|(_, s, _)| *s == 0.0),
+                "{context}"
+            );
+            let mut places: Vec<usize> =
+                seen[..window].iter().map(|(id, _, _)| place(id)).collect();
+            for pair in seen[..window].windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                assert!(
+                    a.1 > b.1 || (a.1 == b.1 && place(&a.0) < place(&b.0)),
+                    "window order: {context}"
+                );
+            }
+            places.sort_unstable();
+            assert_eq!(places, (0..window).collect::<Vec<_>>(), "window: {context}");
+            let rest: Vec<usize> = seen[window..].iter().map(|(id, _, _)| place(id)).collect();
+            assert_eq!(
+                rest,
+                (window..expected.len()).collect::<Vec<_>>(),
+                "{context}"
+            );
+            assert!(window <= 500);
+        }
+    }
+    // The generator makes queries that match, read from the index or walked, and walks that
+    // stop short.
+    assert!(
+        (20..120).contains(&walked),
+        "{walked} of 120 queries walked"
+    );
+    assert!(matched >= 60, "{matched} of 120 queries match");
+    assert!(
+        short >= 20,
+        "{short} of {searches} searches had pages cut short"
+    );
 }
