@@ -362,3 +362,154 @@ async fn walked_pages_give_what_postgresql_matches() {
         "{short} of {searches} searches had pages cut short"
     );
 }
+
+/// Rows of `search_lexemes` that differ from a recount of the articles.
+async fn wrong_counts(admin: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM (
+            SELECT a.language, l.lexeme, count(*) AS n
+              FROM articles a, unnest(array_prepend('', tsvector_to_array(a.search_vector))) AS l (lexeme)
+             GROUP BY 1, 2) c
+          FULL JOIN (SELECT * FROM search_lexemes WHERE articles <> 0) s
+            ON s.language = c.language AND s.lexeme = c.lexeme
+         WHERE s.articles IS DISTINCT FROM c.n",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// One writer's statement `n` on articles `c-00000` to `c-00199` (shared with the other
+/// writers): an upsert of several articles of several languages (as the pipeline writes), an
+/// update of the text or the language, an update that keeps the vector, or a delete.
+fn write_statement(draw: &mut Draw) -> (String, Vec<String>) {
+    let ids: Vec<String> = (0..1 + draw.next(6))
+        .map(|_| format!("c-{:05}", draw.next(200)))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let sql = match draw.next(5) {
+        0 | 1 => format!(
+            "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id,
+                                   journalist_id, language)
+             SELECT id, '{} ' || id, '{}', '{} {}', 'u', timestamptz '2026-07-01',
+                    'org-a', 'jrn-1', (ARRAY['en', 'es', 'xx'])[1 + abs(hashtext(id)) % 3]
+               FROM unnest($1::text[]) AS id
+             ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, language = EXCLUDED.language",
+            draw.word(),
+            draw.word(),
+            draw.word(),
+            draw.word()
+        ),
+        2 => format!(
+            "UPDATE articles SET body = body || ' {}', language = (ARRAY['en', 'es'])[1 + {}]
+              WHERE id = ANY($1)",
+            draw.word(),
+            draw.next(2)
+        ),
+        3 => "UPDATE articles SET title = title WHERE id = ANY($1)".to_owned(),
+        _ => "DELETE FROM articles WHERE id = ANY($1)".to_owned(),
+    };
+    (sql, ids)
+}
+
+/// Several writers at once, each statement alone (as the pipeline and the import write):
+/// no deadlock, and the counts equal a recount of the articles after every kind of write,
+/// truncate included.
+#[tokio::test]
+async fn the_lexeme_counts_stay_exact_under_concurrent_writers() {
+    let app = spawn_with_fixture().await;
+    let admin = app.admin().await;
+    sqlx::raw_sql(CORPUS).execute(&admin).await.unwrap();
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        // The owner: the pipeline's role may not delete articles.
+        let pool = app.admin().await;
+        writers.push(tokio::spawn(async move {
+            let mut draw = Draw(100 + w);
+            for _ in 0..150 {
+                let (sql, ids) = write_statement(&mut draw);
+                sqlx::query(&sql).bind(&ids).execute(&pool).await.unwrap();
+            }
+        }));
+    }
+    // Meanwhile, a delete of many articles and a multi-row update in one statement each.
+    sqlx::query("DELETE FROM articles WHERE id LIKE 'r-0%5'")
+        .execute(&admin)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE articles SET body = 'strike ' || body WHERE id LIKE 'r-01%'")
+        .execute(&admin)
+        .await
+        .unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    assert_eq!(wrong_counts(&admin).await, 0);
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM articles WHERE id LIKE 'c-%'")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert!(written > 20, "{written}");
+    sqlx::raw_sql("TRUNCATE articles CASCADE")
+        .execute(&admin)
+        .await
+        .unwrap();
+    assert_eq!(wrong_counts(&admin).await, 0);
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM search_lexemes WHERE articles <> 0")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+/// An article of `language`, for [`writers_of_two_languages_take_turns`].
+fn one_article(id: &str, language: &str) -> String {
+    format!(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id,
+                               journalist_id, language)
+         VALUES ('{id}', 'Harbour strike', 'Summary', 'Body', 'u', '2026-07-01', 'org-a',
+                 'jrn-1', '{language}')"
+    )
+}
+
+/// Two transactions writing articles of two languages in opposite orders: the second waits for
+/// the first's commit instead of the two deadlocking on the counts (each language's row ''),
+/// and the counts stay exact.
+#[tokio::test]
+async fn writers_of_two_languages_take_turns() {
+    let app = spawn_with_fixture().await;
+    let admin = app.admin().await;
+    let mut first = admin.begin().await.unwrap();
+    sqlx::query(&one_article("t-1", "en"))
+        .execute(&mut *first)
+        .await
+        .unwrap();
+    let second = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let mut second = admin.begin().await.unwrap();
+            for (id, language) in [("t-2", "es"), ("t-3", "en")] {
+                sqlx::query(&one_article(id, language))
+                    .execute(&mut *second)
+                    .await?;
+            }
+            second.commit().await
+        })
+    };
+    // The second has written (or waits to write) its Spanish article.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let first_result = async {
+        sqlx::query(&one_article("t-4", "es"))
+            .execute(&mut *first)
+            .await?;
+        first.commit().await
+    }
+    .await;
+    let second_result = second.await.unwrap();
+    assert!(
+        first_result.is_ok() && second_result.is_ok(),
+        "{first_result:?} {second_result:?}"
+    );
+    assert_eq!(wrong_counts(&admin).await, 0);
+}
