@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use news_service::domain::search::{Access, Filters, SearchCursor, SearchSpec, Sort};
 use news_service::store::search::{access, language_queries, newest_hits_query, page_examining};
@@ -69,8 +69,8 @@ const VOLATILE: &str =
             'org-a', 'jrn-1'
        FROM generate_series(1, 1200) AS i";
 
-/// Articles deleted (and written again) inside the stretch a page walks, while the pages are
-/// read: an article present for the whole walk that matches is never skipped, and none is
+/// Articles deleted (and written again), their words and times changed, inside the stretch a
+/// page walks, while the pages are read: an article present for the whole walk that matches is never skipped, and none is
 /// served twice. The walk and the statement finding where it stopped must see the same
 /// articles: with a delete between them, the end found was one article further than the walk
 /// read, and the article after it was never read.
@@ -94,26 +94,37 @@ async fn deletes_during_a_walk_skip_no_match() {
     sqlx::query(VOLATILE).execute(&admin).await.unwrap();
     let expected: Vec<String> = (1..=400).map(|i| format!("p-{:05}", i * 3)).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    // One writer deletes every volatile article in one statement, then writes them all again,
-    // over and over: a delete commits between some walk and the statement that found its end.
+    let rounds = Arc::new(AtomicU64::new(0));
+    // One writer deletes every volatile article in one statement, then writes them all again
+    // and changes some, over and over: a delete commits between some walk and the statement
+    // that found its end.
     let writer = {
-        let (admin, stop) = (admin.clone(), stop.clone());
+        let (admin, stop, rounds) = (admin.clone(), stop.clone(), rounds.clone());
         tokio::spawn(async move {
-            let mut rounds = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 sqlx::query("DELETE FROM articles WHERE id LIKE 'v-%'")
                     .execute(&admin)
                     .await
                     .unwrap();
                 sqlx::query(VOLATILE).execute(&admin).await.unwrap();
-                rounds += 1;
+                // Their words changed (other lexemes) and their times moved within the walk.
+                for statement in [
+                    "UPDATE articles SET body = 'Gamma only.' WHERE id LIKE 'v-%1'",
+                    "UPDATE articles SET published_at = published_at - interval '7 minutes'
+                      WHERE id LIKE 'v-%2'",
+                ] {
+                    sqlx::query(statement).execute(&admin).await.unwrap();
+                }
+                rounds.fetch_add(1, Ordering::Relaxed);
             }
-            rounds
         })
     };
     let runtime = pool_as(&app.db, "news_app").await;
     let mut failures = Vec::new();
-    for round in 0..25 {
+    // At least 25 walks, while the writer writes 20 rounds.
+    let mut round = 0;
+    while round < 25 || (rounds.load(Ordering::Relaxed) < 20 && round < 500) {
+        round += 1;
         let (seen, _) = walk(&runtime, newest("\"alpha beta\""), 100, 150, 1000).await;
         let seen: Vec<String> = seen.into_iter().map(|(id, _, _)| id).collect();
         if seen != expected {
@@ -127,9 +138,13 @@ async fn deletes_during_a_walk_skip_no_match() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let toggles = writer.await.unwrap();
-    assert!(toggles > 10, "{toggles} writes only");
-    assert!(failures.is_empty(), "{toggles} writes: {failures:#?}");
+    writer.await.unwrap();
+    let rounds = rounds.load(Ordering::Relaxed);
+    assert!(rounds >= 20, "{rounds} rounds of writes only");
+    assert!(
+        failures.is_empty(),
+        "{rounds} rounds of writes: {failures:#?}"
+    );
 }
 
 /// Articles in English, Spanish and a language without a configuration (`xx`, matched word
