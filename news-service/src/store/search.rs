@@ -185,17 +185,23 @@ fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery], 
     qb.push(")");
 }
 
+/// The order of a list of matches: newest first, or (a later page's ranked window, read from
+/// its end) oldest first.
+const NEWEST_FIRST: &str = " ORDER BY a.published_at DESC, a.id DESC";
+const OLDEST_FIRST: &str = " ORDER BY a.published_at, a.id";
+
 /// `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE <match> ... OFFSET 0) a WHERE TRUE`
 /// with [`Access::Index`]; with [`Access::Walk`], the match is
-/// tested on a subquery of the articles (of the filters, newest first from where `bound`
+/// tested on a subquery of the articles (of the filters, in `order` from where `bound`
 /// starts) cut at the walk's limit: `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE
-/// ... ORDER BY ... LIMIT $examine) a WHERE <match>`. The caller adds its own order and limit,
-/// and under the walk PostgreSQL stops reading as soon as it has them.
+/// ... ORDER BY ... LIMIT $examine) a WHERE <match>`. The caller adds its own order (the same)
+/// and limit, and under the walk PostgreSQL stops reading as soon as it has them.
 fn push_source(
     qb: &mut QueryBuilder<'static, Postgres>,
     languages: &[LanguageQuery],
     filters: &Filters,
     access: Access,
+    order: &'static str,
     bound: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
 ) {
     match access {
@@ -212,7 +218,8 @@ fn push_source(
             qb.push(" FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE TRUE");
             push_filters(qb, filters);
             bound(qb);
-            qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+            qb.push(order)
+                .push(" LIMIT ")
                 .push_bind(examine)
                 .push(") a WHERE ");
             push_match(qb, languages, access);
@@ -279,12 +286,21 @@ fn push_window(
     push_score(qb, languages);
     qb.push(" AS score");
     // A later page's walk reads the articles at or after the end: page 1's (at most its
-    // limit) and any published since, which may not push the oldest of the window out.
+    // limit) and as many published since.
     let access = match (access, window_end) {
         (Access::Walk(examine), Some(_)) => Access::Walk(2 * examine),
         _ => access,
     };
-    push_source(qb, languages, filters, access, |qb| {
+    // A later page reads the window from its end, oldest first: page 1's matches, then those
+    // published since as far as the limits go. Read newest first, more articles published
+    // since than the limits pushed page 1's matches out of the window, and they were never
+    // served.
+    let order = if window_end.is_some() {
+        OLDEST_FIRST
+    } else {
+        NEWEST_FIRST
+    };
+    push_source(qb, languages, filters, access, order, |qb| {
         if let Some((published_at, id)) = window_end {
             // The plain `published_at` bound is implied by the row comparison, but PostgreSQL
             // can estimate only the plain one from its statistics; with the row comparison alone
@@ -300,15 +316,14 @@ fn push_window(
                 .push(")");
         }
     });
-    // With an end, the window is page 1's rows plus any match published since: bounded again
+    // With an end, the window is page 1's rows plus matches published since: bounded again
     // so a flood of new matches cannot make a later page slow.
     let limit = if window_end.is_some() {
         2 * RANKED_MATCHES
     } else {
         RANKED_MATCHES
     };
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
-        .push_bind(limit);
+    qb.push(order).push(" LIMIT ").push_bind(limit);
 }
 
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
@@ -378,9 +393,10 @@ fn push_newest(
     access: Access,
 ) {
     qb.push("SELECT *");
-    push_source(qb, languages, filters, access, |qb| push_before(qb, before));
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
-        .push_bind(limit);
+    push_source(qb, languages, filters, access, NEWEST_FIRST, |qb| {
+        push_before(qb, before)
+    });
+    qb.push(NEWEST_FIRST).push(" LIMIT ").push_bind(limit);
 }
 
 /// ` AND (a.published_at, a.id) < (...)` when `before` is given.

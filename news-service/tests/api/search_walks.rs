@@ -7,7 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use news_service::domain::search::{Access, Filters, SearchCursor, SearchSpec, Sort};
+use news_service::domain::search::{
+    Access, Filters, RANKED_MATCHES, SearchCursor, SearchSpec, Sort,
+};
 use news_service::store::search::{access, language_queries, newest_hits_query, page_examining};
 use sqlx::{PgPool, Row};
 
@@ -527,4 +529,91 @@ async fn writers_of_two_languages_take_turns() {
         "{first_result:?} {second_result:?}"
     );
     assert_eq!(wrong_counts(&admin).await, 0);
+}
+
+/// `count` articles from minute `from` on (newest first), every `every`-th holding the phrase
+/// `alpha beta`, the others `other`; ids `prefix-00001`, ...
+async fn insert_phrases(
+    pool: &PgPool,
+    prefix: &str,
+    count: i32,
+    from: i32,
+    every: i32,
+    other: &str,
+) {
+    sqlx::query(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id)
+         SELECT $1 || '-' || lpad(i::text, 5, '0'), 'Story ' || i, 'Summary',
+                CASE WHEN i % $4 = 0 THEN 'It was alpha beta here.' ELSE $5 END,
+                'u', timestamptz '2026-06-01' - ($3 + i) * interval '1 minute', 'org-a', 'jrn-1'
+           FROM generate_series(1, $2) AS i",
+    )
+    .bind(prefix)
+    .bind(count)
+    .bind(from)
+    .bind(every)
+    .bind(other)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Later pages of `sort=relevance` rank the window page 1 ranked, plus articles published
+/// since: more articles published since than a walk examines, or more matches than the window
+/// holds, do not push the window's own matches out of it (they were never served).
+#[tokio::test]
+async fn articles_published_since_page_one_push_no_match_out_of_the_window() {
+    let app = spawn_with_fixture().await;
+    let admin = app.admin().await;
+    let runtime = pool_as(&app.db, "news_app").await;
+    // (the articles, every how many a match, the others' text, older articles without the
+    // words, then newer articles published, every how many a match): page 1 walks 50 articles
+    // (5 matches) and the walks go on with 120 newer articles of the words, none a match; or
+    // page 1 reads the GIN index (the words are rare) and 1,000 newer matches follow.
+    let cases = [
+        (1_500, 10, "Beta came before alpha.", 0, 120, 1_000_000),
+        (300, 10, "Gamma only.", 4_000, 1_000, 1),
+    ];
+    for (count, every, other, padding, flood, flood_every) in cases {
+        sqlx::query("DELETE FROM articles")
+            .execute(&admin)
+            .await
+            .unwrap();
+        insert_phrases(&admin, "o", count, 0, every, other).await;
+        insert_phrases(&admin, "p", padding, count, 1_000_000, "Gamma only.").await;
+        let expected: HashSet<String> = (1..=count / every)
+            .map(|i| format!("o-{:05}", i * every))
+            .collect();
+        let first = SearchSpec {
+            q: "\"alpha beta\"".to_owned(),
+            sort: Sort::Relevance,
+            filters: Filters::default(),
+            after: None,
+            window_end: None,
+        };
+        let walks = async || {
+            let languages = language_queries(&runtime, &first.q).await.unwrap();
+            matches!(access(&languages, RANKED_MATCHES, 50), Access::Walk(_))
+        };
+        assert_eq!(walks().await, padding == 0);
+        let page = page_examining(&runtime, &first, 2, None, 50).await.unwrap();
+        let mut seen: Vec<String> = page.data.iter().map(|h| h.item.id.clone()).collect();
+        assert_eq!(page.data[0].score, 1.0);
+        insert_phrases(&admin, "n", flood, -5_000, flood_every, other).await;
+        assert_eq!(walks().await, padding == 0);
+        let next = SearchCursor::decode(&page.next_cursor.unwrap())
+            .unwrap()
+            .resume(None, None, &Filters::default())
+            .unwrap();
+        let (rest, _) = walk(&runtime, next, 2, 50, 10_000).await;
+        seen.extend(rest.into_iter().map(|(id, _, _)| id));
+        let old: Vec<&String> = seen.iter().filter(|id| id.starts_with("o-")).collect();
+        let distinct: HashSet<String> = old.iter().map(|id| (*id).clone()).collect();
+        assert_eq!(
+            distinct.len(),
+            old.len(),
+            "served twice after {flood}: {old:?}"
+        );
+        assert_eq!(distinct, expected, "after {flood} newer articles");
+    }
 }
