@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::postgres::types::Oid;
-use sqlx::{FromRow, PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 
 use crate::domain::articles::ArticleItem;
 use crate::domain::highlight::{self, MAX_FRAGMENT_CHARS};
@@ -185,17 +185,23 @@ fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery], 
     qb.push(")");
 }
 
+/// The order of a list of matches: newest first, or (a later page's ranked window, read from
+/// its end) oldest first.
+const NEWEST_FIRST: &str = " ORDER BY a.published_at DESC, a.id DESC";
+const OLDEST_FIRST: &str = " ORDER BY a.published_at, a.id";
+
 /// `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE <match> ... OFFSET 0) a WHERE TRUE`
 /// with [`Access::Index`]; with [`Access::Walk`], the match is
-/// tested on a subquery of the articles (of the filters, newest first from where `bound`
+/// tested on a subquery of the articles (of the filters, in `order` from where `bound`
 /// starts) cut at the walk's limit: `FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE
-/// ... ORDER BY ... LIMIT $examine) a WHERE <match>`. The caller adds its own order and limit,
-/// and under the walk PostgreSQL stops reading as soon as it has them.
+/// ... ORDER BY ... LIMIT $examine) a WHERE <match>`. The caller adds its own order (the same)
+/// and limit, and under the walk PostgreSQL stops reading as soon as it has them.
 fn push_source(
     qb: &mut QueryBuilder<'static, Postgres>,
     languages: &[LanguageQuery],
     filters: &Filters,
     access: Access,
+    order: &'static str,
     bound: impl FnOnce(&mut QueryBuilder<'static, Postgres>),
 ) {
     match access {
@@ -212,7 +218,8 @@ fn push_source(
             qb.push(" FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE TRUE");
             push_filters(qb, filters);
             bound(qb);
-            qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
+            qb.push(order)
+                .push(" LIMIT ")
                 .push_bind(examine)
                 .push(") a WHERE ");
             push_match(qb, languages, access);
@@ -279,12 +286,21 @@ fn push_window(
     push_score(qb, languages);
     qb.push(" AS score");
     // A later page's walk reads the articles at or after the end: page 1's (at most its
-    // limit) and any published since, which may not push the oldest of the window out.
+    // limit) and as many published since.
     let access = match (access, window_end) {
         (Access::Walk(examine), Some(_)) => Access::Walk(2 * examine),
         _ => access,
     };
-    push_source(qb, languages, filters, access, |qb| {
+    // A later page reads the window from its end, oldest first: page 1's matches, then those
+    // published since as far as the limits go. Read newest first, more articles published
+    // since than the limits pushed page 1's matches out of the window, and they were never
+    // served.
+    let order = if window_end.is_some() {
+        OLDEST_FIRST
+    } else {
+        NEWEST_FIRST
+    };
+    push_source(qb, languages, filters, access, order, |qb| {
         if let Some((published_at, id)) = window_end {
             // The plain `published_at` bound is implied by the row comparison, but PostgreSQL
             // can estimate only the plain one from its statistics; with the row comparison alone
@@ -300,15 +316,14 @@ fn push_window(
                 .push(")");
         }
     });
-    // With an end, the window is page 1's rows plus any match published since: bounded again
+    // With an end, the window is page 1's rows plus matches published since: bounded again
     // so a flood of new matches cannot make a later page slow.
     let limit = if window_end.is_some() {
         2 * RANKED_MATCHES
     } else {
         RANKED_MATCHES
     };
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
-        .push_bind(limit);
+    qb.push(order).push(" LIMIT ").push_bind(limit);
 }
 
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
@@ -378,9 +393,10 @@ fn push_newest(
     access: Access,
 ) {
     qb.push("SELECT *");
-    push_source(qb, languages, filters, access, |qb| push_before(qb, before));
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC LIMIT ")
-        .push_bind(limit);
+    push_source(qb, languages, filters, access, NEWEST_FIRST, |qb| {
+        push_before(qb, before)
+    });
+    qb.push(NEWEST_FIRST).push(" LIMIT ").push_bind(limit);
 }
 
 /// ` AND (a.published_at, a.id) < (...)` when `before` is given.
@@ -397,9 +413,10 @@ fn push_before(qb: &mut QueryBuilder<'static, Postgres>, before: Option<&(DateTi
 /// Where a walk that found fewer matches than it wanted stopped: the last article it examined
 /// (the `examine`-th of the filters strictly before `before`), or `None` when it examined every
 /// one (then it found every match). A later page goes on strictly after the returned row. Run
-/// after the walk, in its own snapshot: if an article was written within the walked range
-/// meanwhile, the walk's last match `last` (its oldest) is returned when it is older, so a
-/// match already served is never served again.
+/// after the walk in the walk's snapshot (see [`page_examining`]): in another, an article
+/// written within the walked range meanwhile moved the end newer (the walk's last match `last`,
+/// its oldest, is returned when it is older, so no match is served twice) and one deleted moved
+/// it past articles the walk never examined (skipped).
 pub fn walk_end_query(
     prefix: &str,
     filters: &Filters,
@@ -427,7 +444,7 @@ pub fn walk_end_query(
 
 /// See [`walk_end_query`]; `None` for [`Access::Index`], which reads every match.
 async fn walk_end(
-    pool: &PgPool,
+    db: &mut PgConnection,
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     access: Access,
@@ -440,7 +457,7 @@ async fn walk_end(
     let end: Option<(DateTime<Utc>, String)> = qb
         .build_query_as()
         .persistent(false)
-        .fetch_optional(pool)
+        .fetch_optional(db)
         .await?;
     Ok(end)
 }
@@ -477,7 +494,7 @@ struct ReadHit {
 
 /// Runs a page statement whose extra columns are `T`, each row's place taken from the row.
 async fn read_hits<T>(
-    pool: &PgPool,
+    db: &mut PgConnection,
     mut qb: QueryBuilder<'static, Postgres>,
     mut split: impl FnMut(T) -> (i16, HitColumns),
 ) -> Result<Vec<ReadHit>>
@@ -486,7 +503,7 @@ where
 {
     // Not prepared once and kept: each search is planned with its own words' frequencies.
     let read: Vec<(ArticleItem, T)> =
-        articles::fetch_items(pool, qb.build().persistent(false)).await?;
+        articles::fetch_items(db, qb.build().persistent(false)).await?;
     Ok(read
         .into_iter()
         .map(|(item, extra)| {
@@ -507,7 +524,7 @@ where
 /// Matches newest first (score 0), strictly before `before` when given, with their items;
 /// and, when a walk stopped at its limit before it found `wanted`, where it stopped.
 async fn newest_hits(
-    pool: &PgPool,
+    db: &mut PgConnection,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     before: Option<&(DateTime<Utc>, String)>,
@@ -525,12 +542,12 @@ async fn newest_hits(
         viewer,
         access,
     );
-    let hits = read_hits(pool, qb, |columns: HitColumns| (0, columns)).await?;
+    let hits = read_hits(db, qb, |columns: HitColumns| (0, columns)).await?;
     let stopped = if hits.len() < wanted {
         let last = hits
             .last()
             .map(|h| (h.position.published_at, h.position.id.clone()));
-        walk_end(pool, &spec.filters, before, access, last.as_ref()).await?
+        walk_end(db, &spec.filters, before, access, last.as_ref()).await?
     } else {
         None
     };
@@ -561,7 +578,7 @@ struct ReadPage {
 /// The hits of a `sort=relevance` page (and one more, to know whether another page follows),
 /// and the ranked window's end its cursor keeps.
 async fn ranked_hits(
-    pool: &PgPool,
+    db: &mut PgConnection,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     wanted: usize,
@@ -591,7 +608,7 @@ async fn ranked_hits(
         );
         let mut end = None;
         let mut size = 0;
-        hits = read_hits(pool, qb, |ranked: RankedColumns| {
+        hits = read_hits(db, qb, |ranked: RankedColumns| {
             end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
             size = ranked.window_size;
             (ranked.rank_score, ranked.hit)
@@ -600,7 +617,7 @@ async fn ranked_hits(
         if window_end.is_none() {
             if size < RANKED_MATCHES
                 && let Some(stopped) =
-                    walk_end(pool, &spec.filters, None, access, end.as_ref()).await?
+                    walk_end(db, &spec.filters, None, access, end.as_ref()).await?
             {
                 // The window is the matches at or after where the walk stopped.
                 if hits.len() < wanted {
@@ -628,13 +645,46 @@ async fn ranked_hits(
         };
         let more = wanted - hits.len();
         let (older, stop) =
-            newest_hits(pool, spec, languages, Some(&before), more, viewer, examine).await?;
+            newest_hits(db, spec, languages, Some(&before), more, viewer, examine).await?;
         hits.extend(older);
         stopped = stop;
     }
     Ok(ReadPage {
         hits,
         window_end,
+        stopped,
+    })
+}
+
+/// Begins the transaction a page's walks and the statements finding where they stopped share.
+const ONE_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// The rows of a page (`limit` and one more) for `languages`' queries.
+async fn read_page(
+    db: &mut PgConnection,
+    spec: &SearchSpec,
+    languages: &[LanguageQuery],
+    limit: usize,
+    viewer: Option<&str>,
+    examine: i64,
+) -> Result<ReadPage> {
+    if spec.sort == Sort::Relevance {
+        return ranked_hits(db, spec, languages, limit + 1, viewer, examine).await;
+    }
+    let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
+    let (hits, stopped) = newest_hits(
+        db,
+        spec,
+        languages,
+        before.as_ref(),
+        limit + 1,
+        viewer,
+        examine,
+    )
+    .await?;
+    Ok(ReadPage {
+        hits,
+        window_end: None,
         stopped,
     })
 }
@@ -660,7 +710,13 @@ pub async fn page_examining(
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
     // The page's hits (and one more, to know whether another page follows), the ranked
-    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short.
+    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short. A walk and
+    // the statement finding where it stopped read one snapshot (a read-only REPEATABLE READ
+    // transaction): in two, an article deleted in between moved the end found one article past
+    // the last one the walk examined, and the next page started after an article never read.
+    // Walks only: with the GIN index (as for every query when even one match would be read
+    // from it) every match is read by one statement.
+    let walks = matches!(access(&languages, 1, examine), Access::Walk(_));
     let ReadPage {
         hits: mut read,
         window_end,
@@ -671,25 +727,14 @@ pub async fn page_examining(
             window_end: None,
             stopped: None,
         }
-    } else if spec.sort == Sort::Newest {
-        let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
-        let (hits, stopped) = newest_hits(
-            pool,
-            spec,
-            &languages,
-            before.as_ref(),
-            limit + 1,
-            viewer,
-            examine,
-        )
-        .await?;
-        ReadPage {
-            hits,
-            window_end: None,
-            stopped,
-        }
+    } else if walks {
+        let mut snapshot = pool.begin_with(ONE_SNAPSHOT).await?;
+        let read = read_page(&mut snapshot, spec, &languages, limit, viewer, examine).await?;
+        snapshot.commit().await?;
+        read
     } else {
-        ranked_hits(pool, spec, &languages, limit + 1, viewer, examine).await?
+        let mut db = pool.acquire().await?;
+        read_page(&mut db, spec, &languages, limit, viewer, examine).await?
     };
     // In list order: the statements order their rows, in the database's collation as the
     // article list and the cursors' comparisons do (sorting again here, by bytes, disagreed with

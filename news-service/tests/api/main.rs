@@ -19,3 +19,4 @@ mod me;
 mod openapi;
 mod schema;
 mod search;
+mod search_walks;
