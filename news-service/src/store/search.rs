@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use shared_auth::pg::pool::begin_to_completion;
 use sqlx::postgres::PgRow;
 use sqlx::postgres::types::Oid;
 use sqlx::{FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
@@ -728,7 +729,9 @@ pub async fn page_examining(
             stopped: None,
         }
     } else if walks {
-        let mut snapshot = pool.begin_with(ONE_SNAPSHOT).await?;
+        // Begun to completion even if this request is cancelled meanwhile, so the connection
+        // never goes back to the pool inside a transaction the server has begun.
+        let mut snapshot = begin_to_completion(pool, Some(ONE_SNAPSHOT)).await?;
         let read = read_page(&mut snapshot, spec, &languages, limit, viewer, examine).await?;
         snapshot.commit().await?;
         read
