@@ -443,9 +443,22 @@ pub fn walk_end_query(
     qb
 }
 
-/// See [`walk_end_query`]; `None` for [`Access::Index`], which reads every match.
+/// The connection a page's statements run on, and whether they share one snapshot.
+struct PageReader<'c> {
+    db: &'c mut PgConnection,
+    /// The statements run in one read-only REPEATABLE READ transaction: only then may where a
+    /// walk stopped be looked up by a statement of its own. In two snapshots, an article deleted
+    /// in between moved the end found past the last article the walk examined, and the next
+    /// page started after articles never read.
+    one_snapshot: bool,
+    /// A walk stopped short outside one snapshot: the page is to be read again in one.
+    read_again: bool,
+}
+
+/// See [`walk_end_query`]; `None` for [`Access::Index`], which reads every match, and when
+/// `reader` is not in one snapshot (it is then marked to read the page again in one).
 async fn walk_end(
-    db: &mut PgConnection,
+    reader: &mut PageReader<'_>,
     filters: &Filters,
     before: Option<&(DateTime<Utc>, String)>,
     access: Access,
@@ -454,11 +467,15 @@ async fn walk_end(
     let Access::Walk(examine) = access else {
         return Ok(None);
     };
+    if !reader.one_snapshot {
+        reader.read_again = true;
+        return Ok(None);
+    }
     let mut qb = walk_end_query("", filters, before, examine, last);
     let end: Option<(DateTime<Utc>, String)> = qb
         .build_query_as()
         .persistent(false)
-        .fetch_optional(db)
+        .fetch_optional(&mut *reader.db)
         .await?;
     Ok(end)
 }
@@ -525,7 +542,7 @@ where
 /// Matches newest first (score 0), strictly before `before` when given, with their items;
 /// and, when a walk stopped at its limit before it found `wanted`, where it stopped.
 async fn newest_hits(
-    db: &mut PgConnection,
+    reader: &mut PageReader<'_>,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     before: Option<&(DateTime<Utc>, String)>,
@@ -543,12 +560,12 @@ async fn newest_hits(
         viewer,
         access,
     );
-    let hits = read_hits(db, qb, |columns: HitColumns| (0, columns)).await?;
+    let hits = read_hits(&mut *reader.db, qb, |columns: HitColumns| (0, columns)).await?;
     let stopped = if hits.len() < wanted {
         let last = hits
             .last()
             .map(|h| (h.position.published_at, h.position.id.clone()));
-        walk_end(db, &spec.filters, before, access, last.as_ref()).await?
+        walk_end(reader, &spec.filters, before, access, last.as_ref()).await?
     } else {
         None
     };
@@ -579,7 +596,7 @@ struct ReadPage {
 /// The hits of a `sort=relevance` page (and one more, to know whether another page follows),
 /// and the ranked window's end its cursor keeps.
 async fn ranked_hits(
-    db: &mut PgConnection,
+    reader: &mut PageReader<'_>,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     wanted: usize,
@@ -609,7 +626,7 @@ async fn ranked_hits(
         );
         let mut end = None;
         let mut size = 0;
-        hits = read_hits(db, qb, |ranked: RankedColumns| {
+        hits = read_hits(&mut *reader.db, qb, |ranked: RankedColumns| {
             end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
             size = ranked.window_size;
             (ranked.rank_score, ranked.hit)
@@ -618,7 +635,7 @@ async fn ranked_hits(
         if window_end.is_none() {
             if size < RANKED_MATCHES
                 && let Some(stopped) =
-                    walk_end(db, &spec.filters, None, access, end.as_ref()).await?
+                    walk_end(reader, &spec.filters, None, access, end.as_ref()).await?
             {
                 // The window is the matches at or after where the walk stopped.
                 if hits.len() < wanted {
@@ -645,8 +662,16 @@ async fn ranked_hits(
             _ => end.clone(),
         };
         let more = wanted - hits.len();
-        let (older, stop) =
-            newest_hits(db, spec, languages, Some(&before), more, viewer, examine).await?;
+        let (older, stop) = newest_hits(
+            reader,
+            spec,
+            languages,
+            Some(&before),
+            more,
+            viewer,
+            examine,
+        )
+        .await?;
         hits.extend(older);
         stopped = stop;
     }
@@ -662,7 +687,7 @@ const ONE_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 /// The rows of a page (`limit` and one more) for `languages`' queries.
 async fn read_page(
-    db: &mut PgConnection,
+    reader: &mut PageReader<'_>,
     spec: &SearchSpec,
     languages: &[LanguageQuery],
     limit: usize,
@@ -670,11 +695,11 @@ async fn read_page(
     examine: i64,
 ) -> Result<ReadPage> {
     if spec.sort == Sort::Relevance {
-        return ranked_hits(db, spec, languages, limit + 1, viewer, examine).await;
+        return ranked_hits(reader, spec, languages, limit + 1, viewer, examine).await;
     }
     let before = spec.after.as_ref().map(|p| (p.published_at, p.id.clone()));
     let (hits, stopped) = newest_hits(
-        db,
+        reader,
         spec,
         languages,
         before.as_ref(),
@@ -688,6 +713,43 @@ async fn read_page(
         window_end: None,
         stopped,
     })
+}
+
+/// [`read_page`] on a pooled connection, statement by statement; again in one read-only
+/// REPEATABLE READ transaction when a walk stopped short and where it stopped is needed (see
+/// [`PageReader`]). Most pages never need it: a frequent word fills a page long before a
+/// walk's limit, and the GIN index reads every match at once. The transaction's two round
+/// trips cost a walked page about 8% (`sort=newest` of a frequent word).
+async fn read_in_snapshot(
+    pool: &PgPool,
+    spec: &SearchSpec,
+    languages: &[LanguageQuery],
+    limit: usize,
+    viewer: Option<&str>,
+    examine: i64,
+) -> Result<ReadPage> {
+    let mut db = pool.acquire().await?;
+    let mut reader = PageReader {
+        db: &mut db,
+        one_snapshot: false,
+        read_again: false,
+    };
+    let read = read_page(&mut reader, spec, languages, limit, viewer, examine).await?;
+    if !reader.read_again {
+        return Ok(read);
+    }
+    drop(db);
+    // Begun to completion even if this request is cancelled meanwhile, so the connection
+    // never goes back to the pool inside a transaction the server has begun.
+    let mut snapshot = begin_to_completion(pool, Some(ONE_SNAPSHOT)).await?;
+    let mut reader = PageReader {
+        db: &mut snapshot,
+        one_snapshot: true,
+        read_again: false,
+    };
+    let read = read_page(&mut reader, spec, languages, limit, viewer, examine).await?;
+    snapshot.commit().await?;
+    Ok(read)
 }
 
 /// One page of a search, as `viewer` sees it.
@@ -711,13 +773,7 @@ pub async fn page_examining(
     let languages = language_queries(pool, &spec.q).await?;
     let limit = limit as usize;
     // The page's hits (and one more, to know whether another page follows), the ranked
-    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short. A walk and
-    // the statement finding where it stopped read one snapshot (a read-only REPEATABLE READ
-    // transaction): in two, an article deleted in between moved the end found one article past
-    // the last one the walk examined, and the next page started after an article never read.
-    // Walks only: with the GIN index (as for every query when even one match would be read
-    // from it) every match is read by one statement.
-    let walks = matches!(access(&languages, 1, examine), Access::Walk(_));
+    // window's end a `sort=relevance` cursor keeps, and where a walk stopped short.
     let ReadPage {
         hits: mut read,
         window_end,
@@ -728,16 +784,8 @@ pub async fn page_examining(
             window_end: None,
             stopped: None,
         }
-    } else if walks {
-        // Begun to completion even if this request is cancelled meanwhile, so the connection
-        // never goes back to the pool inside a transaction the server has begun.
-        let mut snapshot = begin_to_completion(pool, Some(ONE_SNAPSHOT)).await?;
-        let read = read_page(&mut snapshot, spec, &languages, limit, viewer, examine).await?;
-        snapshot.commit().await?;
-        read
     } else {
-        let mut db = pool.acquire().await?;
-        read_page(&mut db, spec, &languages, limit, viewer, examine).await?
+        read_in_snapshot(pool, spec, &languages, limit, viewer, examine).await?
     };
     // In list order: the statements order their rows, in the database's collation as the
     // article list and the cursors' comparisons do (sorting again here, by bytes, disagreed with
