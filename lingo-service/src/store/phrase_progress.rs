@@ -63,6 +63,10 @@ struct StateRow {
     first_reviewed_at: DateTime<Utc>,
     last_reviewed_at: DateTime<Utc>,
     last_grade: i16,
+    /// The cut of the phrase's newest checkpoint (`phrase_states.checkpoint_at`), or of this
+    /// checkpoint (`phrase_checkpoints.cut`); the pages' reads leave it out.
+    #[sqlx(default)]
+    checkpoint_at: Option<DateTime<Utc>>,
 }
 
 impl StateRow {
@@ -109,12 +113,6 @@ impl AnswerColumns {
 /// replicas whose clocks differ. Checkpoints ([`Checkpoint`]) are cut there.
 const SETTLED_DAYS: i64 = 31;
 
-/// A stored state and the cut of its newest checkpoint.
-struct Stored {
-    row: StateRow,
-    checkpoint_at: Option<DateTime<Utc>>,
-}
-
 /// Brings the states of the phrases that `answers` (a session at `studied_at` that arrived at
 /// `arrived_at`, already in the review log) touch up to date, and counts the phrases answered for
 /// the first time in `phrases_started` of the learner's totals. Runs in the session's transaction
@@ -146,7 +144,8 @@ pub async fn update_states(
         });
     }
     let distinct: Vec<String> = touched.keys().map(|id| (*id).to_owned()).collect();
-    let stored: HashMap<String, Stored> = sqlx::query!(
+    let stored: HashMap<String, StateRow> = sqlx::query_as!(
+        StateRow,
         "SELECT phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
            first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at \
          FROM phrase_states WHERE learner_id = $1 AND phrase_id = ANY($2)",
@@ -156,29 +155,12 @@ pub async fn update_states(
     .fetch_all(&mut *tx)
     .await?
     .into_iter()
-    .map(|row| {
-        let stored = Stored {
-            row: StateRow {
-                phrase_id: row.phrase_id.clone(),
-                stability: row.stability,
-                difficulty: row.difficulty,
-                due_at: row.due_at,
-                reviews: row.reviews,
-                correct: row.correct,
-                lapses: row.lapses,
-                first_reviewed_at: row.first_reviewed_at,
-                last_reviewed_at: row.last_reviewed_at,
-                last_grade: row.last_grade,
-            },
-            checkpoint_at: row.checkpoint_at,
-        };
-        (row.phrase_id, stored)
-    })
+    .map(|row| (row.phrase_id.clone(), row))
     .collect();
 
-    let late: Vec<&Stored> = stored
+    let late: Vec<&StateRow> = stored
         .values()
-        .filter(|stored| stored.row.last_reviewed_at >= studied_at)
+        .filter(|stored| stored.last_reviewed_at >= studied_at)
         .collect();
     let mut replayed = replay_late(tx, learner_id, &late, studied_at, settled).await?;
 
@@ -189,7 +171,7 @@ pub async fn update_states(
             checkpoints.extend(replay.checkpoint);
             (Some(replay.state), replay.checkpoint_at)
         } else if let Some(stored) = stored.get(phrase_id) {
-            let before = stored.row.state()?;
+            let before = stored.state()?;
             let (checkpoint_at, checkpoint) = Checkpoint::before_advance(stored, &before, settled);
             checkpoints.extend(checkpoint);
             let state = fsrs::replay(Some(before), reviews).map_err(schedule_error)?;
@@ -233,7 +215,7 @@ impl Checkpoint {
     /// The phrase's newest checkpoint cut after a session advances it from `before`, its state
     /// `stored`, and the change that makes it.
     fn before_advance(
-        stored: &Stored,
+        stored: &StateRow,
         before: &PhraseState,
         settled: DateTime<Utc>,
     ) -> (Option<DateTime<Utc>>, Option<Checkpoint>) {
@@ -245,7 +227,7 @@ impl Checkpoint {
         // Every answer so far is in `before`: any cut after the last one holds it.
         let cut = settled.max(before.last_reviewed_at + TimeDelta::microseconds(1));
         let change = Checkpoint {
-            phrase_id: stored.row.phrase_id.clone(),
+            phrase_id: stored.phrase_id.clone(),
             add: Some((cut, *before)),
             drop_before: stored.checkpoint_at,
             drop_after: None,
@@ -268,7 +250,7 @@ struct Replayed {
 async fn replay_late(
     tx: &mut PgConnection,
     learner_id: &str,
-    late: &[&Stored],
+    late: &[&StateRow],
     studied_at: DateTime<Utc>,
     settled: DateTime<Utc>,
 ) -> Result<HashMap<String, Replayed>> {
@@ -278,7 +260,7 @@ async fn replay_late(
     let with_checkpoints: Vec<String> = late
         .iter()
         .filter(|stored| stored.checkpoint_at.is_some())
-        .map(|stored| stored.row.phrase_id.clone())
+        .map(|stored| stored.phrase_id.clone())
         .collect();
     let mut starts = checkpoints_at(tx, learner_id, &with_checkpoints, studied_at).await?;
     // Every answer of a phrase is at or after its first one, or at `studied_at` (this session
@@ -286,8 +268,8 @@ async fn replay_late(
     let from: HashMap<String, DateTime<Utc>> = late
         .iter()
         .map(|stored| {
-            let id = &stored.row.phrase_id;
-            let first = stored.row.first_reviewed_at.min(studied_at);
+            let id = &stored.phrase_id;
+            let first = stored.first_reviewed_at.min(studied_at);
             let from = starts.get(id).map_or(first, |(cut, _)| *cut);
             (id.clone(), from)
         })
@@ -296,7 +278,7 @@ async fn replay_late(
 
     let mut replayed = HashMap::with_capacity(late.len());
     for stored in late {
-        let id = &stored.row.phrase_id;
+        let id = &stored.phrase_id;
         let (start_cut, start) = starts.remove(id).unzip();
         let log = logs.remove(id).unwrap_or_default();
         let (state, at_settled) =
@@ -338,11 +320,13 @@ async fn checkpoints_at(
     if phrase_ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = sqlx::query!(
-        "SELECT DISTINCT ON (phrase_id) phrase_id, cut, stability, difficulty, due_at, reviews, \
-           correct, lapses, first_reviewed_at, last_reviewed_at, last_grade \
-         FROM phrase_checkpoints WHERE learner_id = $1 AND phrase_id = ANY($2) AND cut <= $3 \
-         ORDER BY phrase_id, cut DESC",
+    let rows = sqlx::query_as!(
+        StateRow,
+        r#"SELECT DISTINCT ON (phrase_id) phrase_id, stability, difficulty, due_at, reviews,
+             correct, lapses, first_reviewed_at, last_reviewed_at, last_grade,
+             cut AS "checkpoint_at?"
+           FROM phrase_checkpoints WHERE learner_id = $1 AND phrase_id = ANY($2) AND cut <= $3
+           ORDER BY phrase_id, cut DESC"#,
         learner_id,
         phrase_ids,
         at,
@@ -350,21 +334,8 @@ async fn checkpoints_at(
     .fetch_all(&mut *tx)
     .await?;
     rows.into_iter()
-        .map(|row| {
-            let state = StateRow {
-                phrase_id: row.phrase_id,
-                stability: row.stability,
-                difficulty: row.difficulty,
-                due_at: row.due_at,
-                reviews: row.reviews,
-                correct: row.correct,
-                lapses: row.lapses,
-                first_reviewed_at: row.first_reviewed_at,
-                last_reviewed_at: row.last_reviewed_at,
-                last_grade: row.last_grade,
-            };
-            Ok((state.phrase_id.clone(), (row.cut, state.state()?)))
-        })
+        .filter_map(|row| Some((row.checkpoint_at?, row)))
+        .map(|(cut, row)| Ok((row.phrase_id.clone(), (cut, row.state()?))))
         .collect()
 }
 
@@ -514,7 +485,7 @@ async fn write_states(
     learner_id: &str,
     language: &str,
     states: &[(String, PhraseState, Option<DateTime<Utc>>)],
-    stored: &HashMap<String, Stored>,
+    stored: &HashMap<String, StateRow>,
 ) -> Result<()> {
     let (mut old, mut new) = (StateColumns::default(), StateColumns::default());
     for (phrase_id, state, checkpoint_at) in states {
