@@ -180,8 +180,12 @@ async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
             vec!["answers[1].grade", "answers[2].grade"],
         ),
         (too_many, "validation_failed", vec!["answers"]),
-        (unknown_field, "validation_failed", vec![]),
-        (bad_grade, "validation_failed", vec![]),
+        (
+            unknown_field,
+            "validation_failed",
+            vec!["answers[0].learner_id"],
+        ),
+        (bad_grade, "validation_failed", vec!["answers[0].grade"]),
         (seen_off, "answers_mismatch", vec!["phrases_seen"]),
         (
             both_off,

@@ -243,18 +243,25 @@ fn empty_body() -> Problem {
     Problem::from_code(SharedCode::MalformedJson).with_detail("the request body is empty")
 }
 
-/// Turns serde's message into a field error: `missing field `x`` and `unknown field `x``
-/// name the field only in the message.
+/// Turns serde's message into a field error. A missing or repeated field is named only in the
+/// message, at the path of the object that lacks or repeats it (`answers[2]`, or `.` for the
+/// body); an unknown one at its own path (`answers[2].extra`). Either way the error names the
+/// field's whole path, as a client needs to find it in a list.
 fn field_error(path: &str, message: &str) -> FieldError {
     let quoted = message.split('`').nth(1).unwrap_or_default();
+    let member_of_path = || match path {
+        "." => quoted.to_owned(),
+        object => format!("{object}.{quoted}"),
+    };
     if message.starts_with("missing field") {
-        return FieldError::new(quoted, "is required");
+        return FieldError::new(member_of_path(), "is required");
     }
     if message.starts_with("unknown field") {
-        return FieldError::new(quoted, "is not an accepted field");
+        let field = if path == "." { quoted } else { path };
+        return FieldError::new(field, "is not an accepted field");
     }
     if message.starts_with("duplicate field") {
-        return FieldError::new(quoted, "is given more than once");
+        return FieldError::new(member_of_path(), "is given more than once");
     }
     let field = if path == "." { "body" } else { path };
     let message = if message.starts_with("invalid type: null") {
@@ -504,6 +511,40 @@ mod tests {
 
     fn outcome(result: Result<Session, Problem>) -> Outcome {
         result.map_err(|p| (p.status.as_u16(), p.code.to_string(), p.detail, p.errors))
+    }
+
+    /// A field inside a list is named by its whole path, whatever is wrong with it: the contract's
+    /// `answers[3].phrase_id` shape, so a client can find the answer at fault.
+    #[test]
+    fn a_nested_field_is_named_by_its_path() {
+        let answer = r#"{"id":"a","correct":true}"#;
+        let cases = [
+            (r#"{"id":"b"}"#, "answers[1].correct", "is required"),
+            (
+                r#"{"id":"b","correct":true,"extra":1}"#,
+                "answers[1].extra",
+                "is not an accepted field",
+            ),
+            (
+                r#"{"id":"b","correct":true,"correct":false}"#,
+                "answers[1].correct",
+                "is given more than once",
+            ),
+            (
+                r#"{"id":"b","correct":1}"#,
+                "answers[1].correct",
+                "invalid type: integer `1`, expected a boolean",
+            ),
+        ];
+        for (second, field, message) in cases {
+            let body = format!(r#"{{"seconds":1,"language":"es","answers":[{answer},{second}]}}"#);
+            let problem = parse_json::<Session>(body.as_bytes()).unwrap_err();
+            assert_eq!(problem.status.as_u16(), 422, "{body}");
+            assert_eq!(problem.errors, [FieldError::new(field, message)], "{body}");
+        }
+        // At the top level the field is named alone, as before.
+        let problem = parse_json::<Session>(br#"{"language":"es"}"#).unwrap_err();
+        assert_eq!(problem.errors, [FieldError::new("seconds", "is required")]);
     }
 
     /// The single parse of a body that fits gives what the checked reading gives, and every
