@@ -835,8 +835,30 @@ async fn misses_beyond_the_fill_budget_are_streamed_through_and_stored_once_ther
         highest > BUDGET / 2.0,
         "the fills were really buffered: {highest}"
     );
+    // The budget is full (less than one page's room is left): a burst for one more page finds no
+    // room either, and those waiting for its first request go to the origin on their own.
+    let burst_target =
+        format!("/v1/news/articles?cursor=burst&{PUBLIC}&size={SIZE}&hold=1&length=1");
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let request = gateway.client.get(gateway.url(&burst_target));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                response.bytes().await.unwrap()
+            })
+        })
+        .collect();
+    for _ in 0..500 {
+        if origin.hits(&burst_target) == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(origin.hits(&burst_target), 8, "each went upstream itself");
+    assert!(filling(&gateway).await <= BUDGET);
     drop(held);
-    for client in clients {
+    for client in clients.into_iter().chain(burst) {
         let body = client.await.unwrap();
         assert_eq!(body.len(), SIZE);
         assert!(body.iter().all(|&byte| byte == b'x'));
@@ -846,8 +868,13 @@ async fn misses_beyond_the_fill_budget_are_streamed_through_and_stored_once_ther
         0.0,
         "every fill gave its bytes back"
     );
-    let unbuffered = metric(&gateway, "gateway_answer_cache_unbuffered_total").await;
+    let unbuffered = metric(&gateway, "gateway_answer_cache_unbuffered_total").await - 8.0;
     assert!(unbuffered >= 16.0, "{unbuffered} streamed through");
+    assert!(age(&get(&gateway, &burst_target).await).is_none());
+    assert!(
+        age(&get(&gateway, &burst_target).await).is_some(),
+        "stored once there was room"
+    );
 
     // The pages streamed through are stored by their next request; the others were stored.
     let mut fetched_again = 0;
