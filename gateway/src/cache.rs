@@ -10,8 +10,9 @@
 //! Memory is bounded in bytes (each entry weighs its body, head and key plus a fixed overhead, so
 //! the number of entries is bounded too); `quick_cache` evicts what is least used. Entries expire
 //! at their own max-age. The answers being read to be stored are bounded too, all together
-//! ([`fill`]), and a stored body goes to each client in pieces ([`replay`]). A cached answer is kept as its head (a `HeaderMap` of shared byte
-//! strings) and body (`Bytes`): a hit clones both, adds `Age`, and parses nothing.
+//! (`cache/fill.rs`), and a stored body goes to each client in pieces (`cache/replay.rs`). A
+//! cached answer is kept as its head (a `HeaderMap` of shared byte strings) and body (`Bytes`): a
+//! hit clones both, adds `Age`, and parses nothing.
 //!
 //! The cache sits where the edge would forward the request, after routing, token checks and
 //! rate limiting; a hit still goes through everything the edge and the frontend do for every
@@ -46,8 +47,8 @@ const ENTRY_OVERHEAD: u64 = 512;
 /// The largest body stored. Larger answers are streamed through, never buffered.
 const MAX_BODY_BYTES: u64 = 2 * 1024 * 1024;
 
-/// The share of the cache's size that the answers being read to be stored may hold, all
-/// together: the cache's memory is at most this much over its size.
+/// The answers being read to be stored may hold, all together, the cache's size divided by this
+/// (a quarter): stored and arriving answers together hold at most 1.25 times the cache's size.
 const FILL_SHARE: u64 = 4;
 
 /// How long a URL whose 200 answer was not storable skips single flight: its requests go
@@ -682,7 +683,7 @@ enum Read {
     Whole(Bytes),
     /// What was read followed by the rest, to be streamed through as proxying would have.
     TooLarge(Body),
-    /// Likewise, because the fills together hold as much as they may (see [`fill`]).
+    /// Likewise, because the fills together hold as much as they may (`cache/fill.rs`).
     NoRoom(Body),
     /// The body ended in an error (a reset, a stall, broken framing) before its end.
     BrokeOff,
