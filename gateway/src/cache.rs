@@ -9,8 +9,10 @@
 //!
 //! Memory is bounded in bytes (each entry weighs its body, head and key plus a fixed overhead, so
 //! the number of entries is bounded too); `quick_cache` evicts what is least used. Entries expire
-//! at their own max-age. A cached answer is kept as its head (a `HeaderMap` of shared byte
-//! strings) and body (`Bytes`): a hit clones both, adds `Age`, and parses nothing.
+//! at their own max-age. The answers being read to be stored are bounded too, all together
+//! (`cache/fill.rs`), and a stored body goes to each client in pieces (`cache/replay.rs`). A
+//! cached answer is kept as its head (a `HeaderMap` of shared byte strings) and body (`Bytes`): a
+//! hit clones both, adds `Age`, and parses nothing.
 //!
 //! The cache sits where the edge would forward the request, after routing, token checks and
 //! rate limiting; a hit still goes through everything the edge and the frontend do for every
@@ -25,7 +27,6 @@ use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::StreamExt as _;
 use shared_auth::http::cache::none_match;
 use shared_auth::{Problem, SharedCode};
 use tokio::sync::watch;
@@ -34,12 +35,21 @@ use crate::metrics::Metrics;
 use crate::proxy::{Outgoing, Proxy};
 use crate::upstream::UpstreamGroup;
 
+mod fill;
+mod replay;
+
+use fill::FillBudget;
+
 /// Bookkeeping counted per entry beside its bytes (the map slot, the `HeaderMap`'s tables, the
 /// `Arc`): it also bounds the number of entries, to the byte limit over this.
 const ENTRY_OVERHEAD: u64 = 512;
 
 /// The largest body stored. Larger answers are streamed through, never buffered.
 const MAX_BODY_BYTES: u64 = 2 * 1024 * 1024;
+
+/// The answers being read to be stored may hold, all together, the cache's size divided by this
+/// (a quarter): stored and arriving answers together hold at most 1.25 times the cache's size.
+const FILL_SHARE: u64 = 4;
 
 /// How long a URL whose 200 answer was not storable skips single flight: its requests go
 /// upstream at once instead of queueing behind one another (Varnish's "hit-for-miss").
@@ -133,6 +143,8 @@ pub struct AnswerCache {
     /// sender (see [`Leader`]).
     flights: Mutex<HashMap<Box<str>, watch::Receiver<FlightEnd>>>,
     largest_body: u64,
+    /// The bytes all fills may hold at once.
+    fills: FillBudget,
     /// How long a miss waits for another request's upstream call before making its own.
     wait_limit: Duration,
     metrics: Arc<Metrics>,
@@ -154,10 +166,16 @@ impl AnswerCache {
         let entries = quick_cache::sync::Cache::with_weighter(estimated_entries, max_bytes, Weigh);
         // Each shard holds its share of the bytes and refuses an entry heavier than that.
         let largest_body = (entries.shard_capacity() / 2).min(MAX_BODY_BYTES);
+        // Room for the largest body at least, so that any storable answer can be stored.
+        let fills = FillBudget::new(
+            (max_bytes / FILL_SHARE).max(largest_body),
+            metrics.answer_cache_filling(),
+        );
         Some(Self {
             entries,
             flights: Mutex::new(HashMap::new()),
             largest_body,
+            fills,
             wait_limit,
             metrics,
         })
@@ -312,10 +330,17 @@ impl AnswerCache {
             return Ok(judged_by_client(response, &if_none_match));
         };
         let (parts, body) = response.into_parts();
-        let body = match read_whole(body, self.largest_body).await {
+        let body = match read_whole(body, self.largest_body, &self.fills).await {
             Read::Whole(body) => body,
             Read::TooLarge(body) => {
                 self.pass(target, now);
+                let response = Response::from_parts(parts, body);
+                return Ok(judged_by_client(response, &if_none_match));
+            }
+            Read::NoRoom(body) => {
+                // Not the URL's fault: no pass, the next request for it tries to store it again.
+                // The waiters (woken when this returns) go upstream on their own.
+                self.metrics.answer_cache_unbuffered();
                 let response = Response::from_parts(parts, body);
                 return Ok(judged_by_client(response, &if_none_match));
             }
@@ -604,7 +629,7 @@ impl Answer {
         let body = if *method == Method::HEAD {
             Body::empty()
         } else {
-            Body::from(self.body.clone())
+            replay::replayed(&self.body)
         };
         let mut response = Response::new(body);
         *response.headers_mut() = self.headers.clone();
@@ -658,14 +683,24 @@ enum Read {
     Whole(Bytes),
     /// What was read followed by the rest, to be streamed through as proxying would have.
     TooLarge(Body),
+    /// Likewise, because the fills together hold as much as they may (`cache/fill.rs`).
+    NoRoom(Body),
     /// The body ended in an error (a reset, a stall, broken framing) before its end.
     BrokeOff,
 }
 
-/// Reads `body` whole if it is at most `limit` bytes.
-async fn read_whole(mut body: Body, limit: u64) -> Read {
-    if body.size_hint().lower() > limit {
+/// Reads `body` whole if it is at most `limit` bytes and `fills` has room for it. What is read
+/// holds its bytes of `fills` until it is stored (or dropped), or, streamed through after all,
+/// until it has gone to the client.
+async fn read_whole(mut body: Body, limit: u64, fills: &FillBudget) -> Read {
+    let size = body.size_hint();
+    if size.lower() > limit {
         return Read::TooLarge(body);
+    }
+    let mut reserved = fills.reserve();
+    // An answer with a `Content-Length` (every service's) takes its bytes at once.
+    if !reserved.grow_to(size.exact().unwrap_or(0)) {
+        return Read::NoRoom(body);
     }
     let mut pieces: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
@@ -680,8 +715,14 @@ async fn read_whole(mut body: Body, limit: u64) -> Read {
                 };
                 total += data.len() as u64;
                 pieces.push(data);
-                if total > limit {
-                    return Read::TooLarge(prefixed(pieces, body.into_data_stream()));
+                let too_large = total > limit;
+                if too_large || !reserved.grow_to(total) {
+                    let body = reserved.stream_through(pieces, body.into_data_stream());
+                    return if too_large {
+                        Read::TooLarge(body)
+                    } else {
+                        Read::NoRoom(body)
+                    };
                 }
             }
             Some(Err(_)) => return Read::BrokeOff,
@@ -692,13 +733,6 @@ async fn read_whole(mut body: Body, limit: u64) -> Read {
         1 => pieces.swap_remove(0),
         _ => pieces.concat().into(),
     })
-}
-
-fn prefixed<S>(pieces: Vec<Bytes>, rest: S) -> Body
-where
-    S: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static,
-{
-    Body::from_stream(futures_util::stream::iter(pieces.into_iter().map(Ok)).chain(rest))
 }
 
 #[cfg(test)]

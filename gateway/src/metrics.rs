@@ -74,6 +74,9 @@ struct AnswerCacheMetrics {
     passes: Counter,
     bytes: Gauge,
     entries: Gauge,
+    /// The bytes being read to be stored, all fills together: the fill budget's own counter.
+    filling: Gauge,
+    unbuffered: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -178,6 +181,16 @@ impl Metrics {
         self.answer_cache.passes.inc();
     }
 
+    /// The gauge of the bytes being read to be stored, which the cache's fill budget counts in.
+    pub fn answer_cache_filling(&self) -> Gauge {
+        self.answer_cache.filling.clone()
+    }
+
+    /// A storable answer streamed through uncached: the fill budget had no room for it.
+    pub fn answer_cache_unbuffered(&self) {
+        self.answer_cache.unbuffered.inc();
+    }
+
     /// What the answer cache holds after a change.
     pub fn set_answer_cache_size(&self, bytes: u64, entries: usize) {
         self.answer_cache
@@ -235,6 +248,8 @@ impl AnswerCacheMetrics {
         let lookups = Family::<CacheLabels, Counter>::default();
         let bytes = Gauge::default();
         let entries = Gauge::default();
+        let filling = Gauge::default();
+        let unbuffered = Counter::default();
         registry.register(
             "answer_cache",
             "Cacheable requests (anonymous GET and HEAD) by result: hit (answered from the cache), \
@@ -252,6 +267,18 @@ impl AnswerCacheMetrics {
             "Entries the answer cache holds",
             entries.clone(),
         );
+        registry.register(
+            "answer_cache_filling_bytes",
+            "Bytes of answers being read to be stored (all fills together, at most a quarter of \
+             GATEWAY_CACHE_MAX_BYTES)",
+            filling.clone(),
+        );
+        registry.register(
+            "answer_cache_unbuffered",
+            "Storable answers streamed through without being stored because the bytes being read \
+             to be stored were at their limit",
+            unbuffered.clone(),
+        );
         let counter = |result| lookups.get_or_create(&CacheLabels { result }).clone();
         Self {
             hits: counter("hit"),
@@ -260,6 +287,8 @@ impl AnswerCacheMetrics {
             passes: counter("pass"),
             bytes,
             entries,
+            filling,
+            unbuffered,
         }
     }
 }

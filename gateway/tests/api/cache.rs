@@ -4,7 +4,9 @@
 //! that many bytes instead of the JSON), `chunked=1` (the body in 16 KiB pieces, no length),
 //! `break=1` (a chunked body that breaks off after its first piece), `private_until=N`
 //! (`Cache-Control: private` instead of `cc` on the target's first N requests), `location`,
-//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway), `no_etag=1`.
+//! `age` (the answer arrives with that `Age`, as from a cache behind the gateway), `no_etag=1`,
+//! `hold=1` (the body's first KiB, then the rest once the test lets go of [`Counts::hold`]),
+//! `length=1` (with `hold`: a `Content-Length`, which a body in pieces has not otherwise).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,8 @@ struct Counts {
     by_target: Arc<Mutex<HashMap<String, usize>>>,
     /// Requests that arrived with `If-None-Match`.
     conditional: Arc<Mutex<usize>>,
+    /// While the test holds it for writing, `hold=1` bodies stop after their first KiB.
+    hold: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Counts {
@@ -149,7 +153,20 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
             serde_json::to_vec(&json!({"n": n, "target": target, "language": language})).unwrap()
         }
     };
-    let body = if query.contains_key("break") {
+    let body = if query.contains_key("hold") {
+        if query.contains_key("length") {
+            response = response.header("content-length", body.len());
+        }
+        let mut rest = bytes::Bytes::from(body);
+        let start = rest.split_to(1024);
+        let hold = counts.hold.clone();
+        let rest = async move {
+            let _go = hold.read().await;
+            Ok::<_, std::io::Error>(rest)
+        };
+        let pieces = futures_util::stream::once(async { Ok(start) });
+        Body::from_stream(pieces.chain(futures_util::stream::once(rest)))
+    } else if query.contains_key("break") {
         // The break comes a moment after the first piece, which has gone out by then.
         let start = futures_util::stream::once(async {
             Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"the start"))
@@ -755,5 +772,185 @@ async fn a_cache_of_zero_bytes_is_off() {
         let response = get(&gateway, &target).await;
         assert!(age(&response).is_none());
         assert_eq!(response.json::<Value>().await.unwrap()["n"], round);
+    }
+}
+
+/// The bytes of answers being read to be stored, from `/metrics`.
+async fn filling(gateway: &TestGateway) -> f64 {
+    metric(gateway, "gateway_answer_cache_filling_bytes").await
+}
+
+/// Waits until the origin has had a request for every one of `targets`.
+async fn until_all_arrived(origin: &Origin, targets: &[String]) {
+    for _ in 0..500 {
+        if targets.iter().all(|target| origin.hits(target) > 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("not every request reached the origin");
+}
+
+/// The answers being read to be stored hold at most a quarter of the cache's size, all together:
+/// many misses of distinct URLs at once (a client asking for every `?cursor=` page of a list),
+/// whose bodies are slow to arrive, no longer hold one buffer each. Those that find no room are
+/// streamed through uncached, whole and correct, and stored by a later request once there is room.
+#[tokio::test]
+async fn misses_beyond_the_fill_budget_are_streamed_through_and_stored_once_there_is_room() {
+    const CACHE: u64 = 2 * 1024 * 1024;
+    const BUDGET: f64 = (CACHE / 4) as f64;
+    const SIZE: usize = 4096;
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |config| config.cache_max_bytes = CACHE).await;
+    // Three in four with a `Content-Length` (their bytes taken at once: 144 x 4 KiB is more than
+    // the budget alone), the others in pieces (taken as they arrive).
+    let targets: Vec<String> = (0..192)
+        .map(|page| {
+            let length = if page % 4 == 0 { "" } else { "&length=1" };
+            format!("/v1/news/articles?cursor={page}&{PUBLIC}&size={SIZE}&hold=1{length}")
+        })
+        .collect();
+
+    let held = origin.counts.hold.write().await;
+    let clients: Vec<_> = targets
+        .iter()
+        .map(|target| {
+            let request = gateway.client.get(gateway.url(target));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                response.bytes().await.unwrap()
+            })
+        })
+        .collect();
+    until_all_arrived(&origin, &targets).await;
+    let mut highest = 0.0f64;
+    for _ in 0..20 {
+        let now = filling(&gateway).await;
+        assert!(now <= BUDGET, "{now} bytes being read to be stored");
+        highest = highest.max(now);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        highest > BUDGET / 2.0,
+        "the fills were really buffered: {highest}"
+    );
+    // The budget is full (less than one page's room is left): a burst for one more page finds no
+    // room either, and those waiting for its first request go to the origin on their own.
+    let burst_target =
+        format!("/v1/news/articles?cursor=burst&{PUBLIC}&size={SIZE}&hold=1&length=1");
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let request = gateway.client.get(gateway.url(&burst_target));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                response.bytes().await.unwrap()
+            })
+        })
+        .collect();
+    for _ in 0..500 {
+        if origin.hits(&burst_target) == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(origin.hits(&burst_target), 8, "each went upstream itself");
+    assert!(filling(&gateway).await <= BUDGET);
+    drop(held);
+    for client in clients.into_iter().chain(burst) {
+        let body = client.await.unwrap();
+        assert_eq!(body.len(), SIZE);
+        assert!(body.iter().all(|&byte| byte == b'x'));
+    }
+    assert_eq!(
+        filling(&gateway).await,
+        0.0,
+        "every fill gave its bytes back"
+    );
+    let unbuffered = metric(&gateway, "gateway_answer_cache_unbuffered_total").await - 8.0;
+    assert!(unbuffered >= 16.0, "{unbuffered} streamed through");
+    assert!(age(&get(&gateway, &burst_target).await).is_none());
+    assert!(
+        age(&get(&gateway, &burst_target).await).is_some(),
+        "stored once there was room"
+    );
+
+    // The pages streamed through are stored by their next request; the others were stored.
+    let mut fetched_again = 0;
+    for target in &targets {
+        let response = get(&gateway, target).await;
+        if age(&response).is_none() {
+            fetched_again += 1;
+            assert_eq!(origin.hits(target), 2, "{target}");
+        }
+        assert_eq!(response.bytes().await.unwrap().len(), SIZE);
+    }
+    assert_eq!(f64::from(fetched_again), unbuffered);
+    for target in &targets {
+        let response = get(&gateway, target).await;
+        assert!(age(&response).is_some(), "{target} is stored");
+    }
+    assert_eq!(filling(&gateway).await, 0.0);
+}
+
+/// A fill gives its bytes back however it ends: stored (also when its client went away while the
+/// body was arriving: the gateway notices that only when it answers, and stores the answer for the
+/// next client), broken off by the upstream, or over the size limit.
+#[tokio::test]
+async fn a_fill_gives_its_bytes_back_however_it_ends() {
+    use tokio::io::AsyncWriteExt as _;
+    let origin = Origin::start().await;
+    let gateway = gateway_with(&origin, |_| {}).await;
+
+    let held = origin.counts.hold.write().await;
+    let mut gone = Vec::new();
+    let mut targets = Vec::new();
+    for (index, length) in ["", "&length=1"].iter().enumerate() {
+        let target = format!("/v1/news/articles/gone-{index}?{PUBLIC}&size=100000&hold=1{length}");
+        let mut client = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        let request = format!("GET {target} HTTP/1.1\r\nhost: gateway\r\n\r\n");
+        client.write_all(request.as_bytes()).await.unwrap();
+        gone.push(client);
+        targets.push(target);
+    }
+    until_all_arrived(&origin, &targets).await;
+    let mut holding = 0.0;
+    for _ in 0..100 {
+        holding = filling(&gateway).await;
+        if holding > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(holding > 0.0, "the fills hold their bytes");
+    drop(gone);
+    drop(held);
+    let mut released = false;
+    for _ in 0..250 {
+        if filling(&gateway).await == 0.0 {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        released,
+        "the fills of clients that went away gave their bytes back"
+    );
+    for target in &targets {
+        let response = get(&gateway, target).await;
+        assert!(
+            age(&response).is_some(),
+            "{target} stored for the next client"
+        );
+        assert_eq!(response.bytes().await.unwrap().len(), 100_000);
+        assert_eq!(origin.hits(target), 1);
+    }
+
+    for query in ["size=1000", "size=3000000&chunked=1", "break=1"] {
+        let target = format!("/v1/news/articles/ends?{PUBLIC}&{query}");
+        let _ = get(&gateway, &target).await.bytes().await;
+        assert_eq!(filling(&gateway).await, 0.0, "{query}");
     }
 }
