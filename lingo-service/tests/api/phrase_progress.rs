@@ -312,7 +312,11 @@ async fn an_unknown_phrase_beside_stored_states_names_its_answer_and_stores_noth
         let problem = assert_problem(response, 422, "unknown_phrase").await;
         assert_eq!(problem["errors"][0]["field"], field, "{problem}");
     }
-    assert_eq!(counts(&app).await, before, "a refused session stores nothing");
+    assert_eq!(
+        counts(&app).await,
+        before,
+        "a refused session stores nothing"
+    );
     assert_eq!(get_json(&app, MY_PHRASES, &learner).await, states_before);
 }
 
