@@ -17,6 +17,7 @@ use crate::domain::cursor::{
 use crate::domain::study_session::{
     StudySession, StudySessionCreated, StudySessionInput, studied_at, validate,
 };
+use crate::domain::text::is_storable;
 use crate::error::{ErrorCode, Result};
 use crate::idempotency::{Created, idempotent_create, key_from_headers};
 use crate::problems::{CreateStudySessionProblems, ListProblems, StudySessionProblems};
@@ -87,7 +88,12 @@ async fn create(
             if !store::languages::exists(&mut *tx, &input.language_code).await? {
                 return Err(ErrorCode::UnknownLanguage.into());
             }
-            if let Some(answers) = &input.answers {
+            // The answers' phrases are checked as their states are read, after the session's
+            // statement (`record`), except an id PostgreSQL cannot take (that statement stores
+            // every id): one with a NUL names no phrase, and is refused here.
+            if let Some(answers) = &input.answers
+                && answers.iter().any(|a| !is_storable(&a.phrase_id))
+            {
                 store::phrase_progress::check_phrases(tx, &input.language_code, answers).await?;
             }
             let created =

@@ -14,12 +14,15 @@ use crate::store;
 /// Writes the session, its answers with the phrase states they change, and the learner's totals.
 /// The learner row is upserted first: its row lock serialises this learner's concurrent writes,
 /// so none is lost and `total_xp` before and after this session, and every phrase state, are
-/// exact. `input` must be validated (its phrases too); `studied_at` is when the session happened.
+/// exact. `input` must be validated, and its language known; its answers' phrases are checked
+/// here (422 `unknown_phrase`, the transaction then stores nothing). `studied_at` is when the
+/// session happened.
 ///
 /// One statement writes the learner, the session, its answers (one row of the review log) and
-/// the totals; a session with answers then reads and writes the phrase states it touches in two
-/// more (see [`store::phrase_progress::update_states`]), after the learner's lock, so they see
-/// every earlier session of this learner.
+/// the totals; a session with answers then checks its phrases and reads the states they have in
+/// one more, and writes those states in another (see
+/// [`store::phrase_progress::update_states`]), after the learner's lock, so they see every
+/// earlier session of this learner.
 pub async fn record(
     tx: &mut PgConnection,
     learner_id: &str,

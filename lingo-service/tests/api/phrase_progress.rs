@@ -276,6 +276,54 @@ async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
     }
 }
 
+/// A learner with stored states takes the other path of the phrase check: it is counted in the
+/// statement that reads those states, after the session's own statement, which must then be
+/// rolled back with everything else.
+#[tokio::test]
+async fn an_unknown_phrase_beside_stored_states_names_its_answer_and_stores_nothing() {
+    let app = spawn_app().await;
+    let learner = token("known-and-unknown");
+    let first = answered(
+        "es",
+        None,
+        &[("ph-es-001", true, None), ("ph-es-002", false, None)],
+    );
+    post_ok(&app, &learner, &first).await;
+    let before = counts(&app).await;
+    let states_before = get_json(&app, MY_PHRASES, &learner).await;
+
+    let cases = [
+        (
+            vec![
+                ("ph-es-001", true, None),
+                ("no-such-phrase", true, None),
+                ("ph-es-002", true, None),
+            ],
+            "answers[1].phrase_id",
+        ),
+        (
+            vec![("ph-es-002", true, None), ("ph-fr-001", true, None)],
+            "answers[1].phrase_id",
+        ),
+        (
+            vec![("ph-es-003", true, None), ("ph-fr-001", false, None)],
+            "answers[1].phrase_id",
+        ),
+    ];
+    for (answers, field) in cases {
+        let body = answered("es", None, &answers);
+        let response = app.post_session(&learner, &body).await;
+        let problem = assert_problem(response, 422, "unknown_phrase").await;
+        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
+    }
+    assert_eq!(
+        counts(&app).await,
+        before,
+        "a refused session stores nothing"
+    );
+    assert_eq!(get_json(&app, MY_PHRASES, &learner).await, states_before);
+}
+
 #[tokio::test]
 async fn a_session_reports_studied_at_and_answer_count_and_streaks_follow_it() {
     let app = spawn_app().await;
