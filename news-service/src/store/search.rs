@@ -529,23 +529,34 @@ fn push_window(
     qb.push(order).push(Limit(limit));
 }
 
+/// Where a `sort=relevance` page lies in its ranked window: the window's end as page 1 found it
+/// (later pages), the last row served before the page, and how many rows it wants.
+#[derive(Debug, Clone, Copy)]
+pub struct RankedPage<'a> {
+    pub window_end: Option<&'a (DateTime<Utc>, String)>,
+    pub after: Option<&'a Position>,
+    pub wanted: i64,
+}
+
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
 /// [`window_query`]) scored and ranked in PostgreSQL, cut to the `wanted` rows after `after` in
 /// list order, with their items, what their highlights need (as [`newest_hits_query`]), and the
 /// window's oldest row (its end, which page 1's cursor keeps). Only the page's rows leave the
 /// database, where the whole window (`RANKED_MATCHES` rows) used to be decoded and ranked here.
 /// `prefix` as above.
-#[allow(clippy::too_many_arguments)]
 pub fn ranked_hits_query(
     prefix: &str,
     languages: &[LanguageQuery],
     filters: &Filters,
-    window_end: Option<&(DateTime<Utc>, String)>,
-    after: Option<&Position>,
-    wanted: i64,
+    page: RankedPage<'_>,
     viewer: Option<&str>,
     access: Access,
 ) -> QueryBuilder<'static, Postgres> {
+    let RankedPage {
+        window_end,
+        after,
+        wanted,
+    } = page;
     let mut qb = articles::items_query(
         prefix,
         viewer,
@@ -836,16 +847,12 @@ async fn ranked_hits(
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
         let access = access(languages, RANKED_MATCHES, examine);
-        let qb = ranked_hits_query(
-            "",
-            languages,
-            &spec.filters,
-            window_end.as_ref(),
-            spec.after.as_ref(),
-            wanted as i64,
-            viewer,
-            access,
-        );
+        let page = RankedPage {
+            window_end: window_end.as_ref(),
+            after: spec.after.as_ref(),
+            wanted: wanted as i64,
+        };
+        let qb = ranked_hits_query("", languages, &spec.filters, page, viewer, access);
         let mut end = None;
         let mut size = 0;
         let prepared = keep_prepared(access, &spec.filters);

@@ -8,7 +8,7 @@ use news_service::domain::search::{
     Access, Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, WALK_EXAMINES,
 };
 use news_service::store::search::{
-    QueryParses, access, cached_language_queries, language_queries, newest_hits_query,
+    QueryParses, RankedPage, access, cached_language_queries, language_queries, newest_hits_query,
     page_examining, ranked_hits_query, walk_end_query, window_query,
 };
 use serde_json::Value;
@@ -850,7 +850,16 @@ async fn selective_and_frequent_words_use_an_index() {
             plan(
                 &runtime,
                 ranked_hits_query(
-                    "EXPLAIN ", &languages, &filters, None, None, 21, None, window,
+                    "EXPLAIN ",
+                    &languages,
+                    &filters,
+                    RankedPage {
+                        window_end: None,
+                        after: None,
+                        wanted: 21,
+                    },
+                    None,
+                    window,
                 ),
             )
             .await,
@@ -860,9 +869,11 @@ async fn selective_and_frequent_words_use_an_index() {
                     "EXPLAIN ",
                     &languages,
                     &filters,
-                    Some(&later.0),
-                    Some(&later.1),
-                    21,
+                    RankedPage {
+                        window_end: Some(&later.0),
+                        after: Some(&later.1),
+                        wanted: 21,
+                    },
                     Some("usr-1"),
                     window,
                 ),
@@ -993,7 +1004,18 @@ async fn a_walk_kept_prepared_walks_without_its_values() {
         .await,
         generic_plan(
             &runtime,
-            ranked_hits_query("", &languages, &none, None, None, 21, None, window),
+            ranked_hits_query(
+                "",
+                &languages,
+                &none,
+                RankedPage {
+                    window_end: None,
+                    after: None,
+                    wanted: 21,
+                },
+                None,
+                window,
+            ),
         )
         .await,
     ];
@@ -1130,9 +1152,11 @@ async fn a_stem_frequent_in_another_language_is_read_from_the_index() {
                 "EXPLAIN ",
                 &languages,
                 &filters,
-                None,
-                None,
-                21,
+                RankedPage {
+                    window_end: None,
+                    after: None,
+                    wanted: 21,
+                },
                 None,
                 Access::Index,
             ),
