@@ -100,6 +100,7 @@ impl Application {
                 config.db_max_connections,
                 Duration::from_millis(config.db_acquire_timeout_ms),
             ),
+            query_parses: Arc::default(),
         };
         let listener = shared_auth::http::serve::bind(config.listen_addr).await?;
         let port = listener.local_addr()?.port();

@@ -12,6 +12,7 @@ use shared_auth::Verifier;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 pub use crate::read_routing::Db;
+use crate::store::search::QueryParses;
 
 /// The service's OpenAPI document, built once from the routers and served as it is.
 #[derive(Clone)]
@@ -54,6 +55,14 @@ pub struct AppState {
     pub verifier: Arc<Verifier>,
     pub document: ApiDocument,
     pub search_slots: SearchSlots,
+    /// Searches' queries as each text search configuration reads them (bounded).
+    pub query_parses: Arc<QueryParses>,
+}
+
+impl FromRef<AppState> for Arc<QueryParses> {
+    fn from_ref(state: &AppState) -> Self {
+        state.query_parses.clone()
+    }
 }
 
 impl FromRef<AppState> for SearchSlots {

@@ -196,8 +196,16 @@ fn decimal_end(bytes: &[u8], i: usize) -> Option<usize> {
 /// text holds something this model does not cover (module docs). One pass over the bytes,
 /// counting characters for the spans.
 pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
-    let bytes = text.as_bytes();
     let mut words = Vec::new();
+    for_each_word(text, |word| words.push(word))?;
+    Some(words)
+}
+
+/// Calls `on_word` with each word of `text` in order (as [`word_spans`], without collecting
+/// them), or stops with `None` at the first thing the model does not cover; the words seen
+/// before it were passed already.
+fn for_each_word<'t>(text: &'t str, mut on_word: impl FnMut(Word<'t>)) -> Option<()> {
+    let bytes = text.as_bytes();
     // The byte at `i` starts character number `at`.
     let (mut i, mut at) = (0, 0);
     while i < bytes.len() {
@@ -213,7 +221,7 @@ pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
                 return None;
             }
             (i, at) = (end, at + chars);
-            words.push(Word {
+            on_word(Word {
                 start: start.1,
                 end: at,
                 text: &text[start.0..end],
@@ -241,7 +249,7 @@ pub fn word_spans(text: &str) -> Option<Vec<Word<'_>>> {
         i += 1;
         at += 1;
     }
-    Some(words)
+    Some(())
 }
 
 /// The `[start, end)` code-point spans of the words of `text` whose lexeme is in `lexemes`, or
@@ -256,8 +264,9 @@ pub fn marks(text: &str, folding: &Folding, lexemes: &HashSet<String>) -> Option
 pub struct Marker<'a> {
     folding: &'a Folding,
     lexemes: &'a HashSet<String>,
-    /// The first characters of the lexemes (see [`Marker::may_match`]).
-    firsts: HashSet<char>,
+    /// The ASCII first characters of the lexemes, by byte (see [`Marker::may_match`]): a table,
+    /// not a set, as every word of every field of a page is asked.
+    firsts: [bool; 128],
     /// Whether a word (as written) folds to one of the lexemes.
     seen: HashMap<Box<str>, bool>,
 }
@@ -267,7 +276,7 @@ impl<'a> Marker<'a> {
         Self {
             folding,
             lexemes,
-            firsts: lexemes.iter().filter_map(|l| l.chars().next()).collect(),
+            firsts: ascii_firsts(lexemes),
             seen: HashMap::new(),
         }
     }
@@ -277,10 +286,11 @@ impl<'a> Marker<'a> {
     /// that starts with an ASCII letter or digit keeps that first character (lower case) in its
     /// lexeme. Words starting with anything else are always folded.
     fn may_match(&self, word: &str) -> bool {
-        word.chars()
-            .next()
-            .filter(char::is_ascii_alphanumeric)
-            .is_none_or(|c| self.firsts.contains(&c.to_ascii_lowercase()))
+        // A character's first byte is an ASCII letter or digit exactly when the character is.
+        word.as_bytes()
+            .first()
+            .filter(|b| b.is_ascii_alphanumeric())
+            .is_none_or(|b| self.firsts[usize::from(b.to_ascii_lowercase())])
     }
 
     fn matches(&mut self, word: &str) -> bool {
@@ -298,14 +308,26 @@ impl<'a> Marker<'a> {
 
     /// As [`marks`].
     pub fn marks(&mut self, text: &str) -> Option<Vec<[usize; 2]>> {
-        Some(
-            word_spans(text)?
-                .into_iter()
-                .filter(|w| self.matches(w.text))
-                .map(|w| [w.start, w.end])
-                .collect(),
-        )
+        let mut marks = Vec::new();
+        for_each_word(text, |w| {
+            if self.matches(w.text) {
+                marks.push([w.start, w.end]);
+            }
+        })?;
+        Some(marks)
     }
+}
+
+/// Which ASCII characters start one of `lexemes` (a lexeme starting with another character
+/// cannot be the fold of a word starting with an ASCII letter or digit).
+fn ascii_firsts(lexemes: &HashSet<String>) -> [bool; 128] {
+    let mut firsts = [false; 128];
+    for first in lexemes.iter().filter_map(|l| l.bytes().next()) {
+        if first.is_ascii() {
+            firsts[usize::from(first)] = true;
+        }
+    }
+    firsts
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Search (docs/news.md, "GET /v1/news/search"): full-text search over the articles, ranked or newest first, cursor
 //! paging only.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -18,7 +20,7 @@ use crate::domain::search::{Filters, SearchCursor, SearchSpec, Sort, parse_query
 use crate::error::Result;
 use crate::problems::SearchProblems;
 use crate::state::{AppState, Db, SearchSlots};
-use crate::store::search;
+use crate::store::search::{self, QueryParses};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_articles))
@@ -155,6 +157,7 @@ impl SearchQuery {
 async fn search_articles(
     State(db): State<Db>,
     State(slots): State<SearchSlots>,
+    State(parses): State<Arc<QueryParses>>,
     OptionalCaller(caller): OptionalCaller,
     headers: HeaderMap,
     Query(query): Query<SearchQuery>,
@@ -174,10 +177,10 @@ async fn search_articles(
     let spec = query.spec()?;
     let viewer = caller.map(|c| c.sub);
     let signed_in = viewer.is_some();
-    let (spec, viewer) = (&spec, viewer.as_deref());
+    let (spec, viewer, parses) = (&spec, viewer.as_deref(), &*parses);
     let page: SearchPage = db
         .read(signed_in, |pool| async move {
-            search::page(&pool, spec, limit, viewer).await
+            search::page(&pool, parses, spec, limit, viewer).await
         })
         .await?;
     Ok(json_read(&headers, signed_in, &page))

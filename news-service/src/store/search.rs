@@ -5,11 +5,13 @@
 //! Every article language present gets its own predicate, `(a.language = $l AND
 //! a.search_vector @@ $query_l)`, ORed: each article is matched with the tsquery its own
 //! configuration makes of `q` (an exclusion then excludes in every language, which one tsquery
-//! ORed over languages would not), and each predicate can use the GIN index (a BitmapOr) or be
-//! a filter on a walk of the `published_at` index when the words are frequent: the planner sees
-//! the tsqueries' values (the statements are not kept prepared, so no generic plan forgets them).
+//! ORed over languages would not). The service, not the planner, chooses how a statement finds
+//! the matches ([`Access`]): the GIN index, or a walk of the `published_at` index with the match
+//! as a filter; either way the planner is not shown the tsqueries, so that it cannot choose
+//! otherwise, and a walk's plan is the same for any values (see [`keep_prepared`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use shared_auth::pg::pool::begin_to_completion;
@@ -33,7 +35,7 @@ use crate::error::Result;
 use crate::store::articles;
 
 /// `q` as one article language's configuration reads it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LanguageQuery {
     pub language: String,
     /// The language's text search configuration (`search_config(language)`), read once per
@@ -55,6 +57,19 @@ pub struct LanguageQuery {
     pub expected_matches: u64,
 }
 
+/// `q` as one language's configuration reads it: a function of `q` and the configuration
+/// alone, so [`QueryParses`] keeps it between searches.
+#[derive(Debug, Clone)]
+struct LanguageParse {
+    language: String,
+    config: Oid,
+    query: String,
+    positive: String,
+    /// The lexemes of `q`'s words in the configuration (the tsquery's, and the operators'
+    /// words, which cost nothing): those whose articles are counted.
+    lexemes: Vec<String>,
+}
+
 /// A row of [`language_queries`]' statement.
 struct LanguageRow {
     language: String,
@@ -72,6 +87,14 @@ struct LanguageRow {
 /// a word it requires, or requires a lexeme none of them holds: then nothing matches), without
 /// the alternatives that cannot match.
 pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<LanguageQuery>> {
+    Ok(parse_and_count(db, q).await?.1)
+}
+
+/// [`language_queries`], and what of it is a function of `q` and the configurations alone.
+async fn parse_and_count(
+    db: impl PgExecutor<'_>,
+    q: &str,
+) -> Result<(Vec<LanguageParse>, Vec<LanguageQuery>)> {
     let positive = positive_query(q);
     let rows = sqlx::query_as!(
         LanguageRow,
@@ -102,42 +125,202 @@ pub async fn language_queries(db: impl PgExecutor<'_>, q: &str) -> Result<Vec<La
     )
     .fetch_all(db)
     .await?;
+    let mut parses = Vec::with_capacity(rows.len());
+    let mut queries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let parse = LanguageParse {
+            language: row.language,
+            config: row.config,
+            query: row.query,
+            positive: row.positive,
+            lexemes: row.lexemes,
+        };
+        let counts: HashMap<&str, u64> = parse
+            .lexemes
+            .iter()
+            .map(String::as_str)
+            .zip(row.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
+            .collect();
+        queries.extend(counted_query(
+            &parse,
+            row.modelled_server,
+            row.articles,
+            |w| counts.get(w).copied(),
+        ));
+        parses.push(parse);
+    }
+    Ok((parses, queries))
+}
+
+/// One language's query with its counts (`documents(lexeme)`: the language's articles holding
+/// one of `parse.lexemes`), or `None` when nothing of the language can match it.
+fn counted_query(
+    parse: &LanguageParse,
+    modelled_server: bool,
+    articles: i64,
+    documents: impl Fn(&str) -> Option<u64>,
+) -> Option<LanguageQuery> {
     // An empty tsquery prints as '' (and asks for no word). A query of exclusions only, one
     // that excludes what it requires, or one that requires a lexeme no article of the language
     // holds, matches nothing in that language, and is not asked (see `domain::tsquery`).
-    Ok(rows
-        .into_iter()
-        .filter(|l| !l.positive.is_empty() && !l.query.is_empty())
-        .filter_map(|l| {
-            let query = without_contradictions(&l.query).filter(|q| asks_for_a_word(q))?;
-            let articles = u64::try_from(l.articles).unwrap_or(0);
-            let counts: HashMap<&str, u64> = l
+    if parse.positive.is_empty() || parse.query.is_empty() {
+        return None;
+    }
+    let query = without_contradictions(&parse.query).filter(|q| asks_for_a_word(q))?;
+    let articles = u64::try_from(articles).unwrap_or(0);
+    // The counts are exact: a lexeme no article of the language holds is in none of them, and
+    // a query that requires one is not asked in that language (a reading of the word that is
+    // frequent in another language's articles cost a heap check per such article through the
+    // one GIN index: `decis`, an English stem in 294,000 articles and the Spanish reading of
+    // `decis`, 0.9 s).
+    if !can_match(&query, &documents) {
+        return None;
+    }
+    let expected_matches = expected_matches(&query, articles, &documents);
+    Some(LanguageQuery {
+        query,
+        language: parse.language.clone(),
+        config: parse.config,
+        positive: parse.positive.clone(),
+        modelled_server,
+        articles,
+        expected_matches,
+    })
+}
+
+/// Queries seen lately as each language's configuration read them (the `q` of a search and of
+/// its next pages, or a popular query): [`cached_language_queries`] then asks the database
+/// only for what changes with the articles (the languages present and the counts of the
+/// query's lexemes), in a statement a fifth of the cost of the one that parses `q` again. An
+/// entry is a function of `q` and the text search configurations: it is used only while each
+/// language's configuration is the same one (its OID, read with the counts), so a language
+/// given a configuration of its own by a migration is read with it at once; a configuration
+/// edited in place (`ALTER TEXT SEARCH CONFIGURATION`, which also needs every stored vector
+/// rebuilt) is read after a restart. Bounded: emptied when it holds [`Self::CAPACITY`] queries.
+#[derive(Debug, Default)]
+pub struct QueryParses {
+    entries: Mutex<HashMap<String, Arc<[LanguageParse]>>>,
+}
+
+impl QueryParses {
+    /// At most this many queries are kept (each a few hundred bytes per language).
+    pub const CAPACITY: usize = 4096;
+
+    fn get(&self, q: &str) -> Option<Arc<[LanguageParse]>> {
+        self.lock().get(q).cloned()
+    }
+
+    fn put(&self, q: &str, parses: Vec<LanguageParse>) {
+        let mut entries = self.lock();
+        if entries.len() >= Self::CAPACITY {
+            entries.clear();
+        }
+        entries.insert(q.to_owned(), parses.into());
+    }
+
+    /// How many queries are kept (tests).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[LanguageParse]>>> {
+        // A panic while holding the lock left a map that is still whole: keep using it.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A row of [`cached_language_queries`]' statement: a language present, its configuration, and
+/// the counts of the asked lexemes its articles hold ('' is the language's articles).
+struct CountRow {
+    language: String,
+    config: Oid,
+    modelled_server: bool,
+    lexemes: Vec<String>,
+    counts: Vec<i64>,
+}
+
+/// [`language_queries`], with `q`'s parse per configuration taken from `parses` when it holds
+/// one for every language present (with the same configuration), else read and kept there.
+pub async fn cached_language_queries(
+    db: &PgPool,
+    parses: &QueryParses,
+    q: &str,
+) -> Result<Vec<LanguageQuery>> {
+    let Some(known) = parses.get(q) else {
+        let (read, queries) = parse_and_count(db, q).await?;
+        parses.put(q, read);
+        return Ok(queries);
+    };
+    let mut asked: Vec<&str> = vec![""];
+    asked.extend(
+        known
+            .iter()
+            .flat_map(|p| p.lexemes.iter().map(String::as_str)),
+    );
+    asked.sort_unstable();
+    asked.dedup();
+    let rows = sqlx::query_as!(
+        CountRow,
+        // What `parse_and_count`'s statement reads beside the parse (the counts of lexemes one
+        // language's configuration does not make are read for the others too, and not used).
+        // The lexemes are a subquery's value, so the plan made without the values (an index
+        // lookup a lexeme) costs what a plan made with them does and PostgreSQL keeps it: seen
+        // as an array of two, the statement was planned again each run, 0.17 ms.
+        r#"SELECT l.language AS "language!", search_config(l.language)::oid AS "config!",
+                  current_setting('lc_ctype') IN ('C', 'POSIX')
+                  AND current_setting('server_encoding') = 'UTF8'
+                  AND current_setting('server_version_num')::int / 10000 = 15
+                  AS "modelled_server!",
+                  k.lexemes AS "lexemes!", k.counts AS "counts!"
+             FROM search_languages l
+            CROSS JOIN LATERAL (
+                  SELECT coalesce(array_agg(w.lexeme), '{}') AS lexemes,
+                         coalesce(array_agg(coalesce(s.articles, 0)), '{}') AS counts
+                    FROM unnest((SELECT $1::text[])) AS w (lexeme)
+                    LEFT JOIN search_lexemes s
+                      ON s.language = l.language AND s.lexeme = w.lexeme) k
+            ORDER BY l.language"#,
+        &asked as &[&str]
+    )
+    .fetch_all(db)
+    .await?;
+    let mut queries = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let same = known
+            .iter()
+            .find(|p| p.language == row.language && p.config == row.config);
+        let Some(parse) = same else {
+            // A language new since, or given another configuration: parse `q` again.
+            let (read, queries) = parse_and_count(db, q).await?;
+            parses.put(q, read);
+            return Ok(queries);
+        };
+        let counts: HashMap<&str, u64> = row
+            .lexemes
+            .iter()
+            .map(String::as_str)
+            .zip(row.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
+            .collect();
+        let articles = counts.get("").copied().unwrap_or(0);
+        let held = |w: &str| {
+            parse
                 .lexemes
                 .iter()
-                .map(String::as_str)
-                .zip(l.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
-                .collect();
-            let documents = |w: &str| counts.get(w).copied();
-            // The counts are exact: a lexeme no article of the language holds is in none of
-            // them, and a query that requires one is not asked in that language (a reading of
-            // the word that is frequent in another language's articles cost a heap check per
-            // such article through the one GIN index: `decis`, an English stem in 294,000
-            // articles and the Spanish reading of `decis`, 0.9 s).
-            if !can_match(&query, documents) {
-                return None;
-            }
-            let expected_matches = expected_matches(&query, articles, documents);
-            Some(LanguageQuery {
-                query,
-                language: l.language,
-                config: l.config,
-                positive: l.positive,
-                modelled_server: l.modelled_server,
-                articles,
-                expected_matches,
-            })
-        })
-        .collect())
+                .any(|l| l == w)
+                .then(|| counts.get(w).copied().unwrap_or(0))
+        };
+        queries.extend(counted_query(
+            parse,
+            row.modelled_server,
+            i64::try_from(articles).unwrap_or(i64::MAX),
+            held,
+        ));
+    }
+    Ok(queries)
 }
 
 /// The access for `wanted` matches of these languages' queries, a walk examining at most
@@ -148,17 +331,16 @@ pub fn access(languages: &[LanguageQuery], wanted: i64, examine: i64) -> Access 
     Access::for_matches(matches, articles, wanted, examine)
 }
 
-/// `(a.language IN ($l, ...) AND a.search_vector @@ $q::tsquery) OR ...` over the languages,
-/// those whose query reads the same sharing one test (so PostgreSQL scans the GIN index once
-/// for them, not once a language). With [`Access::Index`] each tsquery is a subquery's value,
-/// `(SELECT $q::tsquery)`, which the planner cannot see: it then takes the match for a rare
-/// one (a fixed 0.5% of the rows) and reads the GIN index, whatever its statistics say of the
-/// words.
+/// `(a.language IN ($l, ...) AND a.search_vector @@ (SELECT $q::tsquery)) OR ...` over the
+/// languages, those whose query reads the same sharing one test (so PostgreSQL scans the GIN
+/// index once for them, not once a language). Each tsquery is a subquery's value, which the
+/// planner cannot see: with [`Access::Index`] it then takes the match for a rare one (a fixed
+/// 0.5% of the rows) and reads the GIN index, whatever its statistics say of the words. A walk's
+/// languages are a subquery's value too, `a.language = ANY ((SELECT $codes)::text[])`: with no
+/// value left for the planner to see, its plan made without the values costs what a plan made
+/// with them does, and PostgreSQL keeps the first when the statement is kept prepared (instead
+/// of planning it again each run: 0.28 ms of a frequent word's `sort=newest` page).
 fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery], access: Access) {
-    let (open, close) = match access {
-        Access::Index => ("(SELECT ", "::tsquery))"),
-        Access::Walk(_) => ("", "::tsquery)"),
-    };
     let mut queries: Vec<(&str, Vec<&str>)> = Vec::new();
     for l in languages {
         match queries.iter_mut().find(|(query, _)| *query == l.query) {
@@ -171,19 +353,42 @@ fn push_match(qb: &mut QueryBuilder<'_, Postgres>, languages: &[LanguageQuery], 
         if i > 0 {
             qb.push(" OR ");
         }
-        qb.push("(a.language IN (");
-        for (j, code) in codes.into_iter().enumerate() {
-            if j > 0 {
-                qb.push(", ");
+        match access {
+            Access::Index => {
+                qb.push("(a.language IN (");
+                for (j, code) in codes.into_iter().enumerate() {
+                    if j > 0 {
+                        qb.push(", ");
+                    }
+                    qb.push_bind(code.to_owned());
+                }
+                qb.push(")");
             }
-            qb.push_bind(code.to_owned());
+            Access::Walk(_) => {
+                let codes: Vec<String> = codes.into_iter().map(str::to_owned).collect();
+                qb.push("(a.language = ANY ((SELECT ")
+                    .push_bind(codes)
+                    .push("::text[])::text[])");
+            }
         }
-        qb.push(") AND a.search_vector @@ ")
-            .push(open)
+        qb.push(" AND a.search_vector @@ (SELECT ")
             .push_bind(query.to_owned())
-            .push(close);
+            .push("::tsquery))");
     }
     qb.push(")");
+}
+
+/// ` LIMIT n`, written into the statement rather than bound: a plan made without the values
+/// takes a bound limit for a tenth of the rows, so it would cost more than the plans made with
+/// them and PostgreSQL would plan a kept statement again each run (see [`push_match`]). The
+/// limits are the service's own numbers (a page's size and one more, the window's, the walk's),
+/// so a kept statement has a few texts, not one per request.
+struct Limit(i64);
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, " LIMIT {}", self.0)
+    }
 }
 
 /// The order of a list of matches: newest first, or (a later page's ranked window, read from
@@ -219,10 +424,7 @@ fn push_source(
             qb.push(" FROM (SELECT a.ctid AS tid, a.* FROM articles a WHERE TRUE");
             push_filters(qb, filters);
             bound(qb);
-            qb.push(order)
-                .push(" LIMIT ")
-                .push_bind(examine)
-                .push(") a WHERE ");
+            qb.push(order).push(Limit(examine)).push(") a WHERE ");
             push_match(qb, languages, access);
         }
     }
@@ -324,7 +526,16 @@ fn push_window(
     } else {
         RANKED_MATCHES
     };
-    qb.push(order).push(" LIMIT ").push_bind(limit);
+    qb.push(order).push(Limit(limit));
+}
+
+/// Where a `sort=relevance` page lies in its ranked window: the window's end as page 1 found it
+/// (later pages), the last row served before the page, and how many rows it wants.
+#[derive(Debug, Clone, Copy)]
+pub struct RankedPage<'a> {
+    pub window_end: Option<&'a (DateTime<Utc>, String)>,
+    pub after: Option<&'a Position>,
+    pub wanted: i64,
 }
 
 /// A `sort=relevance` page's rows from the ranked window, in one statement: the window (as
@@ -333,17 +544,19 @@ fn push_window(
 /// window's oldest row (its end, which page 1's cursor keeps). Only the page's rows leave the
 /// database, where the whole window (`RANKED_MATCHES` rows) used to be decoded and ranked here.
 /// `prefix` as above.
-#[allow(clippy::too_many_arguments)]
 pub fn ranked_hits_query(
     prefix: &str,
     languages: &[LanguageQuery],
     filters: &Filters,
-    window_end: Option<&(DateTime<Utc>, String)>,
-    after: Option<&Position>,
-    wanted: i64,
+    page: RankedPage<'_>,
     viewer: Option<&str>,
     access: Access,
 ) -> QueryBuilder<'static, Postgres> {
+    let RankedPage {
+        window_end,
+        after,
+        wanted,
+    } = page;
     let mut qb = articles::items_query(
         prefix,
         viewer,
@@ -363,8 +576,8 @@ pub fn ranked_hits_query(
                     .push_bind(after.id.clone())
                     .push(")");
             }
-            qb.push(" ORDER BY w.score DESC, w.published_at DESC, w.id DESC LIMIT ")
-                .push_bind(wanted)
+            qb.push(" ORDER BY w.score DESC, w.published_at DESC, w.id DESC")
+                .push(Limit(wanted))
                 .push(
                     ") SELECT a.*, page.score AS rank_score, \
                  e.published_at AS window_end_at, e.id AS window_end_id, \
@@ -397,7 +610,7 @@ fn push_newest(
     push_source(qb, languages, filters, access, NEWEST_FIRST, |qb| {
         push_before(qb, before)
     });
-    qb.push(NEWEST_FIRST).push(" LIMIT ").push_bind(limit);
+    qb.push(NEWEST_FIRST).push(Limit(limit));
 }
 
 /// ` AND (a.published_at, a.id) < (...)` when `before` is given.
@@ -510,18 +723,34 @@ struct ReadHit {
     columns: HitColumns,
 }
 
-/// Runs a page statement whose extra columns are `T`, each row's place taken from the row.
+/// Whether a page statement is kept prepared on its connection (one round trip, not parsed
+/// again) rather than parsed and planned anew with its values. Only a walk without an
+/// organisation or journalist filter: its plan is the same whatever values are bound (the
+/// `published_at` index, newest first from the page's bound, the match a filter on what it
+/// reads), so a plan PostgreSQL makes without the values, which it may switch a prepared
+/// statement to after five runs, is that plan too. The GIN index's statements hide their tsquery
+/// from the planner, and with its value gone a date bound's could choose another index (a
+/// `published_at` range it takes for narrow, read whole for a rare word); an organisation's or a
+/// journalist's articles can be found by their own index or the walk, by their number.
+fn keep_prepared(access: Access, filters: &Filters) -> bool {
+    matches!(access, Access::Walk(_))
+        && filters.organization_id.is_none()
+        && filters.journalist_id.is_none()
+}
+
+/// Runs a page statement whose extra columns are `T`, each row's place taken from the row;
+/// prepared once and kept on the connection when `prepared` (see [`keep_prepared`]).
 async fn read_hits<T>(
     db: &mut PgConnection,
     mut qb: QueryBuilder<'static, Postgres>,
+    prepared: bool,
     mut split: impl FnMut(T) -> (i16, HitColumns),
 ) -> Result<Vec<ReadHit>>
 where
     T: for<'r> FromRow<'r, PgRow>,
 {
-    // Not prepared once and kept: each search is planned with its own words' frequencies.
     let read: Vec<(ArticleItem, T)> =
-        articles::fetch_items(db, qb.build().persistent(false)).await?;
+        articles::fetch_items(db, qb.build().persistent(prepared)).await?;
     Ok(read
         .into_iter()
         .map(|(item, extra)| {
@@ -560,7 +789,11 @@ async fn newest_hits(
         viewer,
         access,
     );
-    let hits = read_hits(&mut *reader.db, qb, |columns: HitColumns| (0, columns)).await?;
+    let prepared = keep_prepared(access, &spec.filters);
+    let hits = read_hits(&mut *reader.db, qb, prepared, |columns: HitColumns| {
+        (0, columns)
+    })
+    .await?;
     let stopped = if hits.len() < wanted {
         let last = hits
             .last()
@@ -614,19 +847,16 @@ async fn ranked_hits(
     let in_window = spec.after.as_ref().is_none_or(|after| after.score > 0);
     if in_window {
         let access = access(languages, RANKED_MATCHES, examine);
-        let qb = ranked_hits_query(
-            "",
-            languages,
-            &spec.filters,
-            window_end.as_ref(),
-            spec.after.as_ref(),
-            wanted as i64,
-            viewer,
-            access,
-        );
+        let page = RankedPage {
+            window_end: window_end.as_ref(),
+            after: spec.after.as_ref(),
+            wanted: wanted as i64,
+        };
+        let qb = ranked_hits_query("", languages, &spec.filters, page, viewer, access);
         let mut end = None;
         let mut size = 0;
-        hits = read_hits(&mut *reader.db, qb, |ranked: RankedColumns| {
+        let prepared = keep_prepared(access, &spec.filters);
+        hits = read_hits(&mut *reader.db, qb, prepared, |ranked: RankedColumns| {
             end.get_or_insert((ranked.window_end_at, ranked.window_end_id));
             size = ranked.window_size;
             (ranked.rank_score, ranked.hit)
@@ -755,22 +985,24 @@ async fn read_in_snapshot(
 /// One page of a search, as `viewer` sees it.
 pub async fn page(
     pool: &PgPool,
+    parses: &QueryParses,
     spec: &SearchSpec,
     limit: i64,
     viewer: Option<&str>,
 ) -> Result<SearchPage> {
-    page_examining(pool, spec, limit, viewer, WALK_EXAMINES).await
+    page_examining(pool, parses, spec, limit, viewer, WALK_EXAMINES).await
 }
 
 /// [`page`] with walks that examine at most `examine` articles (tests use a small one).
 pub async fn page_examining(
     pool: &PgPool,
+    parses: &QueryParses,
     spec: &SearchSpec,
     limit: i64,
     viewer: Option<&str>,
     examine: i64,
 ) -> Result<SearchPage> {
-    let languages = language_queries(pool, &spec.q).await?;
+    let languages = cached_language_queries(pool, parses, &spec.q).await?;
     let limit = limit as usize;
     // The page's hits (and one more, to know whether another page follows), the ranked
     // window's end a `sort=relevance` cursor keeps, and where a walk stopped short.
@@ -1063,4 +1295,34 @@ pub async fn suggestion(db: impl PgExecutor<'_>, q: &str) -> Result<Option<Strin
     .await?;
     let respellings: Vec<Option<String>> = rows.into_iter().map(|r| r.respelling).collect();
     Ok(respell(q, &words, &respellings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(q: &str) -> Vec<LanguageParse> {
+        vec![LanguageParse {
+            language: "en".to_owned(),
+            config: Oid(1),
+            query: format!("'{q}'"),
+            positive: format!("'{q}'"),
+            lexemes: vec![q.to_owned()],
+        }]
+    }
+
+    #[test]
+    fn kept_parses_are_bounded() {
+        let parses = QueryParses::default();
+        for i in 0..QueryParses::CAPACITY {
+            parses.put(&format!("w{i}"), parse(&format!("w{i}")));
+        }
+        assert_eq!(parses.len(), QueryParses::CAPACITY);
+        assert!(parses.get("w0").is_some());
+        // Full: emptied, then the new query kept.
+        parses.put("last", parse("last"));
+        assert_eq!(parses.len(), 1);
+        assert!(parses.get("w0").is_none());
+        assert_eq!(parses.get("last").unwrap()[0].query, "'last'");
+    }
 }

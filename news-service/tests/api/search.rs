@@ -8,8 +8,8 @@ use news_service::domain::search::{
     Access, Filters, Position, RANKED_MATCHES, SearchCursor, SearchSpec, Sort, WALK_EXAMINES,
 };
 use news_service::store::search::{
-    access, language_queries, newest_hits_query, page_examining, ranked_hits_query, walk_end_query,
-    window_query,
+    QueryParses, RankedPage, access, cached_language_queries, language_queries, newest_hits_query,
+    page_examining, ranked_hits_query, walk_end_query, window_query,
 };
 use serde_json::Value;
 use sqlx::{PgPool, Row};
@@ -850,7 +850,16 @@ async fn selective_and_frequent_words_use_an_index() {
             plan(
                 &runtime,
                 ranked_hits_query(
-                    "EXPLAIN ", &languages, &filters, None, None, 21, None, window,
+                    "EXPLAIN ",
+                    &languages,
+                    &filters,
+                    RankedPage {
+                        window_end: None,
+                        after: None,
+                        wanted: 21,
+                    },
+                    None,
+                    window,
                 ),
             )
             .await,
@@ -860,9 +869,11 @@ async fn selective_and_frequent_words_use_an_index() {
                     "EXPLAIN ",
                     &languages,
                     &filters,
-                    Some(&later.0),
-                    Some(&later.1),
-                    21,
+                    RankedPage {
+                        window_end: Some(&later.0),
+                        after: Some(&later.1),
+                        wanted: 21,
+                    },
                     Some("usr-1"),
                     window,
                 ),
@@ -896,6 +907,148 @@ async fn selective_and_frequent_words_use_an_index() {
     .await;
     assert!(plan.contains("articles_published_idx"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
+/// The plan PostgreSQL makes of a statement without the values bound to it (a generic plan,
+/// which PostgreSQL may switch a statement kept prepared to after five runs): the statement is
+/// prepared with SQL and explained with NULL for every value on a connection that plans
+/// generically, so no value reaches the plan.
+async fn generic_plan(pool: &PgPool, qb: sqlx::QueryBuilder<'static, sqlx::Postgres>) -> String {
+    // A connection of its own (closed after), so neither setting nor statement is left behind.
+    let mut conn = pool.acquire().await.unwrap().detach();
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!("PREPARE kept AS {}", qb.sql()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let params: i32 = sqlx::query_scalar(
+        "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'kept'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let nulls = vec!["NULL"; params as usize].join(", ");
+    let rows = sqlx::query(&format!("EXPLAIN EXECUTE kept({nulls})"))
+        .persistent(false)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How many times PostgreSQL planned a statement kept prepared on a connection, with its
+/// values and without them (`pg_prepared_statements`).
+async fn plans_of(conn: &mut sqlx::PgConnection, like: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT custom_plans, generic_plans FROM pg_prepared_statements WHERE statement LIKE $1",
+    )
+    .bind(like)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// A walk's statement is kept prepared (docs/news.md): its plan without the values is the walk
+/// of the newest-first index as with them, for a page, a later page, a date range and the
+/// ranked window.
+#[tokio::test]
+async fn a_walk_kept_prepared_walks_without_its_values() {
+    let app = spawn_with_common_and_lighthouse().await;
+    let runtime = pool_as(&app.db, "news_app").await;
+    let languages = language_queries(&runtime, "common").await.unwrap();
+    let page = access(&languages, 21, WALK_EXAMINES);
+    let window = access(&languages, RANKED_MATCHES, WALK_EXAMINES);
+    assert_eq!(
+        (page, window),
+        (Access::Walk(WALK_EXAMINES), Access::Walk(WALK_EXAMINES))
+    );
+    let at = chrono::DateTime::parse_from_rfc3339("2025-12-31T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let before = (at, "x-1440".to_owned());
+    let dated = Filters {
+        published_after: Some(at - chrono::Duration::days(3)),
+        published_before: Some(at),
+        ..Filters::default()
+    };
+    let none = Filters::default();
+    let plans = [
+        generic_plan(
+            &runtime,
+            newest_hits_query("", &languages, &none, None, 21, None, page),
+        )
+        .await,
+        generic_plan(
+            &runtime,
+            newest_hits_query(
+                "",
+                &languages,
+                &none,
+                Some(&before),
+                21,
+                Some("usr-1"),
+                page,
+            ),
+        )
+        .await,
+        generic_plan(
+            &runtime,
+            newest_hits_query("", &languages, &dated, None, 21, None, page),
+        )
+        .await,
+        generic_plan(
+            &runtime,
+            ranked_hits_query(
+                "",
+                &languages,
+                &none,
+                RankedPage {
+                    window_end: None,
+                    after: None,
+                    wanted: 21,
+                },
+                None,
+                window,
+            ),
+        )
+        .await,
+    ];
+    for plan in plans {
+        assert!(plan.contains("articles_published_idx"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(!plan.contains("articles_search_idx"), "{plan}");
+    }
+    // Run as the service runs them, PostgreSQL keeps the plan made without the values after
+    // five runs with them: the page statement, and the statement reading the counts.
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(runtime.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let parses = QueryParses::default();
+    let spec = SearchSpec {
+        q: "common".to_owned(),
+        sort: Sort::Newest,
+        filters: Filters::default(),
+        after: None,
+        window_end: None,
+    };
+    for _ in 0..8 {
+        let page = page_examining(&one, &parses, &spec, 20, None, WALK_EXAMINES)
+            .await
+            .unwrap();
+        assert_eq!(page.count, 20);
+    }
+    let mut conn = one.acquire().await.unwrap();
+    let walk = plans_of(&mut conn, "%LIMIT 50000) a WHERE%").await;
+    let counts = plans_of(&mut conn, "%unnest((SELECT $1::text[]))%").await;
+    assert_eq!((walk, counts), ((5, 3), (5, 2)));
 }
 
 /// 20,000 articles, 6,000 of them Spanish with `carrera` (whose Spanish stem is `carrer`), the
@@ -999,9 +1152,11 @@ async fn a_stem_frequent_in_another_language_is_read_from_the_index() {
                 "EXPLAIN ",
                 &languages,
                 &filters,
-                None,
-                None,
-                21,
+                RankedPage {
+                    window_end: None,
+                    after: None,
+                    wanted: 21,
+                },
                 None,
                 Access::Index,
             ),
@@ -1058,7 +1213,7 @@ async fn all_pages_examining(
     };
     let (mut seen, mut scores, mut pages) = (Vec::new(), Vec::new(), 0);
     loop {
-        let page = page_examining(pool, &spec, limit, None, examine)
+        let page = page_examining(pool, &Default::default(), &spec, limit, None, examine)
             .await
             .unwrap();
         pages += 1;
@@ -1157,6 +1312,66 @@ async fn the_lexeme_counts_follow_every_writer() {
         sqlx::query(statement).execute(&admin).await.unwrap();
         assert_eq!(wrong().await, 0, "{statement}");
     }
+}
+
+/// The parses a search keeps per query give the queries a fresh parse gives, with the counts
+/// of the articles as they are now, and a language that appears since is read with its own
+/// configuration.
+#[tokio::test]
+async fn kept_parses_read_the_articles_as_they_are_now() {
+    let app = spawn_search().await;
+    let runtime = pool_as(&app.db, "news_app").await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    let parses = QueryParses::default();
+    let queries = [
+        "election",
+        "elecciones",
+        "harbour strike -rain",
+        "\"harbour strike\" OR café",
+        "the",
+        "zzyzx",
+        "lighthouse",
+        "lighthouse keeper",
+    ];
+    let same = |label: &'static str| {
+        let (runtime, parses) = (&runtime, &parses);
+        async move {
+            for q in queries {
+                let fresh = language_queries(runtime, q).await.unwrap();
+                let kept = cached_language_queries(runtime, parses, q).await.unwrap();
+                assert_eq!(kept, fresh, "{label}: {q}");
+            }
+        }
+    };
+    same("first, parsed").await;
+    assert_eq!(parses.len(), queries.len());
+    same("kept").await;
+    // New articles change the counts (a lexeme none held: `lighthous`), and bring a language
+    // with no configuration of its own (read with `search_simple`).
+    sqlx::raw_sql(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id,
+                               journalist_id, language)
+         VALUES ('x-light', 'Lighthouse keeper retires', 'After forty years.', 'The election
+                  of a new keeper.', 'u', '2026-03-06', 'org-a', 'jrn-1', 'en'),
+                ('x-fr', 'Le phare', 'Lighthouse', 'Une élection.', 'u', '2026-03-06',
+                 'org-a', 'jrn-1', 'fr')",
+    )
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let lighthouse = cached_language_queries(&runtime, &parses, "lighthouse")
+        .await
+        .unwrap();
+    let asked: Vec<(&str, u64)> = lighthouse
+        .iter()
+        .map(|l| (l.language.as_str(), l.expected_matches))
+        .collect();
+    assert_eq!(asked, [("en", 1), ("fr", 1)]);
+    same("after new articles").await;
+    let admin = app.admin().await;
+    let removed = "DELETE FROM articles WHERE id IN ('x-light', 's-strike')";
+    sqlx::query(removed).execute(&admin).await.unwrap();
+    same("after deletes").await;
 }
 
 /// A query that excludes a word it requires matches nothing, but PostgreSQL estimates it as

@@ -27,7 +27,7 @@ pub async fn walk(
     let mut spec = first;
     let (mut seen, mut pages) = (Vec::new(), 0);
     loop {
-        let page = page_examining(pool, &spec, limit, None, examine)
+        let page = page_examining(pool, &Default::default(), &spec, limit, None, examine)
             .await
             .unwrap();
         pages += 1;
@@ -596,7 +596,9 @@ async fn articles_published_since_page_one_push_no_match_out_of_the_window() {
             matches!(access(&languages, RANKED_MATCHES, 50), Access::Walk(_))
         };
         assert_eq!(walks().await, padding == 0);
-        let page = page_examining(&runtime, &first, 2, None, 50).await.unwrap();
+        let page = page_examining(&runtime, &Default::default(), &first, 2, None, 50)
+            .await
+            .unwrap();
         let mut seen: Vec<String> = page.data.iter().map(|h| h.item.id.clone()).collect();
         assert_eq!(page.data[0].score, 1.0);
         insert_phrases(&admin, "n", flood, -5_000, flood_every, other).await;
