@@ -217,6 +217,21 @@ async fn assert_agrees_with_the_whole_log(app: &TestApp, learner: &str, what: &s
         states.len(),
         "{what}: phrases_started"
     );
+
+    // The due counts per day (kept by triggers on the states) follow every rewrite.
+    let drift: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT language_code, \
+           (due_at AT TIME ZONE 'UTC')::date AS due_day, count(*)::int AS phrases \
+           FROM lingo.phrase_states WHERE learner_id = $1 GROUP BY 1, 2) counted \
+         FULL JOIN (SELECT * FROM lingo.phrase_due_days WHERE learner_id = $1) kept \
+           USING (language_code, due_day) \
+         WHERE counted.phrases IS DISTINCT FROM kept.phrases",
+    )
+    .bind(learner)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(drift, 0, "{what}: phrase_due_days of {learner}");
 }
 
 /// The stored states of `learner`, every field but the learner and the write's bookkeeping.
@@ -282,8 +297,9 @@ async fn cuts(app: &TestApp, learner: &str, phrase: &str) -> Vec<DateTime<Utc>> 
 
 /// A history older than the 31 settled days for `learners`: sessions 28, 25 and 3 days ago, then
 /// moved 12 days back (40, 37 and 15 days ago). ph-es-001 and ph-es-002 were last answered 37
-/// days ago, ph-es-003 15 days ago; none has a checkpoint yet.
-async fn old_history(app: &TestApp, learners: &[&str]) {
+/// days ago, ph-es-003 15 days ago (each plus 7 minutes); none has a checkpoint yet. Returns the
+/// time those ages count from.
+async fn old_history(app: &TestApp, learners: &[&str]) -> DateTime<Utc> {
     let now = now_seconds();
     let sessions = [
         (
@@ -312,6 +328,7 @@ async fn old_history(app: &TestApp, learners: &[&str]) {
     }
     move_into_the_past(app, learners, 12).await;
     assert_eq!(app.count("phrase_checkpoints").await, 0);
+    now
 }
 
 /// Late and in-order sessions at every edge the checkpoints have, each checked against a replay
@@ -319,7 +336,7 @@ async fn old_history(app: &TestApp, learners: &[&str]) {
 /// line; one just after the last answer for a phrase last answered within 31 days), in order past
 /// a settled checkpoint (a second one), late between two checkpoints, late before every
 /// checkpoint of a phrase, late exactly at a cut, late at the very `studied_at` of an earlier
-/// session (a tie, by id), nearly 30 days old, 50 s in the future, then one without `studied_at`
+/// session (a tie, by id), nearly 30 days old, 40 s in the future, then one without `studied_at`
 /// (late against the future one), then another at the future one's time; phrases answered
 /// several times in one session and phrases first answered by a late session. A twin learner
 /// gets the same sessions newest first (ties kept in their order) and ends in the same states.
@@ -327,7 +344,7 @@ async fn old_history(app: &TestApp, learners: &[&str]) {
 async fn late_sessions_at_every_checkpoint_edge_agree_with_a_replay_of_the_whole_log() {
     let app = spawn_app().await;
     let (a, b) = ("edge-a", "edge-b");
-    old_history(&app, &[a, b]).await;
+    let history_base = old_history(&app, &[a, b]).await;
     let now = now_seconds();
     let mut posted: Vec<Value> = Vec::new();
     let post = async |body: Value, posted: &mut Vec<Value>, what: &str| {
@@ -356,7 +373,7 @@ async fn late_sessions_at_every_checkpoint_edge_agree_with_a_replay_of_the_whole
             "{phrase}: a checkpoint at the settled line, not {cut:?}"
         );
     }
-    let last_003 = now - Duration::days(15) + Duration::minutes(7);
+    let last_003 = history_base - Duration::days(15) + Duration::minutes(7);
     assert_eq!(
         cuts(&app, a, "ph-es-003").await,
         [last_003 + Duration::microseconds(1)],
@@ -424,9 +441,9 @@ async fn late_sessions_at_every_checkpoint_edge_agree_with_a_replay_of_the_whole
     );
     post(body, &mut posted, "late, nearly 30 days old").await;
 
-    let ahead = Utc::now().duration_trunc(Duration::seconds(1)).unwrap() + Duration::seconds(50);
+    let ahead = Utc::now().duration_trunc(Duration::seconds(1)).unwrap() + Duration::seconds(40);
     let body = session_at(Some(ahead), &[("ph-es-002", "good"), ("ph-es-004", "hard")]);
-    post(body, &mut posted, "50 s in the future").await;
+    post(body, &mut posted, "40 s in the future").await;
     let body = session_at(None, &[("ph-es-002", "again"), ("ph-es-004", "good")]);
     post(
         body,
@@ -447,7 +464,7 @@ async fn late_sessions_at_every_checkpoint_edge_agree_with_a_replay_of_the_whole
     assert_eq!(stored_states(&app, b).await, stored_states(&app, a).await);
 }
 
-/// Sessions spread over the last 29 days (and one 40 s ahead) over five phrases, some twice in a
+/// Sessions spread over the last 29 days (and one 30 s ahead) over five phrases, some twice in a
 /// session: `(minutes before now, answers)`, all times distinct.
 fn spread_sessions(now: DateTime<Utc>, wave: i64) -> Vec<Value> {
     let grades = ["again", "hard", "good", "easy"];
@@ -460,10 +477,10 @@ fn spread_sessions(now: DateTime<Utc>, wave: i64) -> Vec<Value> {
     ];
     (0..12i64)
         .map(|i| {
-            // Newest first in the list, so most arrive late; one 40 s in the future.
+            // Newest first in the list, so most arrive late; one 30 s in the future.
             let minutes = (i * 3_517 + wave * 1_111) % (29 * 24 * 60);
             let at = if i == 5 {
-                now + Duration::seconds(40)
+                now + Duration::seconds(30)
             } else {
                 now - Duration::minutes(minutes + 1) + Duration::microseconds(i + 1)
             };
