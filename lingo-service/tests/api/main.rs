@@ -12,6 +12,7 @@ mod helpers;
 mod idempotency;
 mod openapi;
 mod phrase_progress;
+mod phrase_progress_review;
 mod plans;
 mod progress;
 mod recommendations;
