@@ -255,9 +255,18 @@ def unrounded_interval(stability):
     return (stability / s._FACTOR) * ((s.desired_retention ** (1 / s._DECAY)) - 1)
 
 
+def answer_key(session):
+    """A session's answers as the service orders sessions of the very same `studied_at`: their
+    phrase ids, then their grades (as ratings), so that arrival order never matters."""
+    answers = session.answers or []
+    ids = [a["phrase_id"] for a in answers]
+    ratings = [GRADES[a.get("grade") or ("good" if a["correct"] else "again")] for a in answers]
+    return ids, ratings
+
+
 def ordered(sessions):
-    """Committed sessions in the service's time order: `studied_at`, then id."""
-    return sorted(sessions, key=lambda s: (s.at, s.id))
+    """Committed sessions in the service's time order: `studied_at`, then their answers, then id."""
+    return sorted(sessions, key=lambda s: (s.at, answer_key(s), s.id))
 
 
 def reference_states(sessions):

@@ -13,7 +13,7 @@ use crate::domain::fsrs::{self, Grade, PhraseState, Review};
 use crate::domain::phrase_progress::{
     ExportCursor, MyPhrasesCursor, MyPhrasesFilter, PhraseProgress, PhraseProgressRow,
 };
-use crate::domain::study_session::AnswerInput;
+use crate::domain::study_session::{AnswerInput, MAX_STUDIED_AT_AHEAD};
 use crate::domain::text::is_storable;
 use crate::error::{Error, ErrorCode, Result};
 
@@ -139,6 +139,8 @@ pub async fn update_states(
         return Ok(());
     }
     let settled = arrived_at - TimeDelta::days(SETTLED_DAYS);
+    // A session may be timed up to this far ahead of its arrival (and of the database's clock).
+    let latest_cut = arrived_at - MAX_STUDIED_AT_AHEAD;
     // This session's answers per phrase, in the order given.
     let mut touched: BTreeMap<&str, Vec<Review>> = BTreeMap::new();
     for answer in answers {
@@ -164,7 +166,8 @@ pub async fn update_states(
             (Some(replay.state), replay.checkpoint_at)
         } else if let Some(stored) = stored.get(phrase_id) {
             let before = stored.state()?;
-            let (checkpoint_at, checkpoint) = Checkpoint::before_advance(stored, &before, settled);
+            let (checkpoint_at, checkpoint) =
+                Checkpoint::before_advance(stored, &before, settled, latest_cut);
             checkpoints.extend(checkpoint);
             let state = fsrs::replay(Some(before), reviews).map_err(schedule_error)?;
             (state, checkpoint_at)
@@ -259,18 +262,24 @@ struct Checkpoint {
 impl Checkpoint {
     /// The phrase's newest checkpoint cut after a session advances it from `before`, its state
     /// `stored`, and the change that makes it.
+    ///
+    /// No cut lies after `latest_cut`: the previous release's sessions (migration
+    /// 20261128300002) drop the checkpoints they come before only when their `studied_at` is
+    /// before their statement's start, so a later session of theirs must not come before a cut.
     fn before_advance(
         stored: &StateRow,
         before: &PhraseState,
         settled: DateTime<Utc>,
+        latest_cut: DateTime<Utc>,
     ) -> (Option<DateTime<Utc>>, Option<Checkpoint>) {
         let needs_one = before.first_reviewed_at < settled
             && stored.checkpoint_at.is_none_or(|cut| cut <= settled);
-        if !needs_one {
-            return (stored.checkpoint_at, None);
-        }
         // Every answer so far is in `before`: any cut after the last one holds it.
         let cut = settled.max(before.last_reviewed_at + TimeDelta::microseconds(1));
+        if !needs_one || cut > latest_cut {
+            // (A phrase last answered within the last minute, or ahead: a later session makes it.)
+            return (stored.checkpoint_at, None);
+        }
         let change = Checkpoint {
             phrase_id: stored.phrase_id.clone(),
             add: Some((cut, *before)),
@@ -398,7 +407,7 @@ async fn logs_from(
     let Some(earliest) = from.values().min() else {
         return Ok(logs);
     };
-    let sessions = sqlx::query!(
+    let mut sessions = sqlx::query!(
         "SELECT studied_at, phrase_ids, grades FROM phrase_review_sessions \
          WHERE learner_id = $1 AND studied_at >= $2 \
          ORDER BY studied_at, session_id",
@@ -407,6 +416,12 @@ async fn logs_from(
     )
     .fetch_all(&mut *tx)
     .await?;
+    // Sessions with the very same `studied_at` go by their answers (phrase ids, then grades, as
+    // bytes), not by their ids, which follow arrival: so which arrives first never matters. The
+    // rows come in time order, and a stable sort of sorted runs is one pass.
+    sessions.sort_by(|a, b| {
+        (a.studied_at, &a.phrase_ids, &a.grades).cmp(&(b.studied_at, &b.phrase_ids, &b.grades))
+    });
     for session in sessions {
         for (phrase_id, rating) in session.phrase_ids.iter().zip(&session.grades) {
             let Some(since) = from.get(phrase_id) else {
