@@ -165,7 +165,7 @@ done
 page50="$frequent&cursor=$cursor"
 
 for url in "$list" "$selective" "$frequent" "$frequent&sort=newest" "$page50" "$last_ranked"; do warm "$url"; done
-# The floor of the selective query under the design's index (DESIGN.md "Search": PostgreSQL
+# The floor of the selective query under the design's index (docs/news.md, search: PostgreSQL
 # full-text search with a GIN index): whatever else a search does, it must find the matches, which
 # for these words means intersecting their GIN posting lists. `floor` runs only that, the English
 # half (a lower bound: the Spanish articles are searched too), as a prepared statement at the same
