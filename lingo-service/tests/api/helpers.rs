@@ -207,3 +207,36 @@ pub fn assert_timestamp(value: &Value) {
     assert!(text.ends_with('Z'), "{text} does not end with Z");
     chrono::DateTime::parse_from_rfc3339(text).unwrap();
 }
+
+/// Moves `learners`' whole phrase history `days` into the past (as the bench's loader does):
+/// every elapsed time stays the same, so the states stay what the service computed. The only
+/// way to a history older than the 30 days a new session may reach back.
+pub async fn move_into_the_past(app: &TestApp, learners: &[&str], days: i32) {
+    let mut admin = app.admin().await;
+    let learners: Vec<String> = learners.iter().map(|l| (*l).to_owned()).collect();
+    for statement in [
+        "UPDATE lingo.study_sessions SET studied_at = studied_at - $2 * interval '1 day', \
+           created_at = created_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_review_sessions SET studied_at = studied_at - $2 * interval '1 day' \
+           WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_states SET due_at = due_at - $2 * interval '1 day', \
+           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
+           last_reviewed_at = last_reviewed_at - $2 * interval '1 day', \
+           checkpoint_at = checkpoint_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+        "UPDATE lingo.phrase_checkpoints SET cut = cut - $2 * interval '1 day', \
+           due_at = due_at - $2 * interval '1 day', \
+           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
+           last_reviewed_at = last_reviewed_at - $2 * interval '1 day' \
+           WHERE learner_id = ANY($1)",
+        "UPDATE lingo.learner_language_totals SET \
+           first_studied_at = first_studied_at - $2 * interval '1 day', \
+           last_studied_at = last_studied_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
+    ] {
+        sqlx::query(statement)
+            .bind(&learners)
+            .bind(days)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+}

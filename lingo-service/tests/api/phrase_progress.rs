@@ -7,7 +7,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
-use crate::helpers::{TestApp, assert_problem, assert_timestamp, key_set, keys, spawn_app};
+use crate::helpers::{
+    TestApp, assert_problem, assert_timestamp, key_set, keys, move_into_the_past, spawn_app,
+};
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
 const MY_PHRASES: &str = "/v1/lingo/me/phrases";
@@ -1645,39 +1647,6 @@ async fn the_previous_release_reads_and_writes_the_review_log_through_its_view()
         .await;
     assert!(skipped.is_err(), "{skipped:?}");
     assert_eq!(app.count("phrase_review_sessions").await, 1);
-}
-
-/// Moves `learners`' whole phrase history `days` into the past (as the bench's loader does):
-/// every elapsed time stays the same, so the states stay what the service computed. The only
-/// way to a history older than the 30 days a new session may reach back.
-async fn move_into_the_past(app: &TestApp, learners: &[&str], days: i32) {
-    let mut admin = app.admin().await;
-    let learners: Vec<String> = learners.iter().map(|l| (*l).to_owned()).collect();
-    for statement in [
-        "UPDATE lingo.study_sessions SET studied_at = studied_at - $2 * interval '1 day', \
-           created_at = created_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_review_sessions SET studied_at = studied_at - $2 * interval '1 day' \
-           WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_states SET due_at = due_at - $2 * interval '1 day', \
-           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
-           last_reviewed_at = last_reviewed_at - $2 * interval '1 day', \
-           checkpoint_at = checkpoint_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_checkpoints SET cut = cut - $2 * interval '1 day', \
-           due_at = due_at - $2 * interval '1 day', \
-           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
-           last_reviewed_at = last_reviewed_at - $2 * interval '1 day' \
-           WHERE learner_id = ANY($1)",
-        "UPDATE lingo.learner_language_totals SET \
-           first_studied_at = first_studied_at - $2 * interval '1 day', \
-           last_studied_at = last_studied_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-    ] {
-        sqlx::query(statement)
-            .bind(&learners)
-            .bind(days)
-            .execute(&mut admin)
-            .await
-            .unwrap();
-    }
 }
 
 /// The stored states of `learner`, every field but the learner and the times they were written.

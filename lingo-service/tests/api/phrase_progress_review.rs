@@ -18,7 +18,7 @@ use shared_auth::testing::{token, token_with_scope};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::{TestApp, move_into_the_past, spawn_app};
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
 const EXPORT: &str = "/v1/lingo/analytics/phrase-progress";
@@ -249,39 +249,6 @@ async fn stored_states(app: &TestApp, learner: &str) -> Vec<String> {
     .fetch_all(&mut admin)
     .await
     .unwrap()
-}
-
-/// Moves `learners`' whole history `days` into the past, as the bench loader and the tests of
-/// tests/api/phrase_progress.rs do (the only way to a history older than 30 days): every elapsed
-/// time stays, so every state and checkpoint stays right.
-async fn move_into_the_past(app: &TestApp, learners: &[&str], days: i32) {
-    let mut admin = app.admin().await;
-    let learners: Vec<String> = learners.iter().map(|l| (*l).to_owned()).collect();
-    for statement in [
-        "UPDATE lingo.study_sessions SET studied_at = studied_at - $2 * interval '1 day', \
-           created_at = created_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_review_sessions SET studied_at = studied_at - $2 * interval '1 day' \
-           WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_states SET due_at = due_at - $2 * interval '1 day', \
-           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
-           last_reviewed_at = last_reviewed_at - $2 * interval '1 day', \
-           checkpoint_at = checkpoint_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-        "UPDATE lingo.phrase_checkpoints SET cut = cut - $2 * interval '1 day', \
-           due_at = due_at - $2 * interval '1 day', \
-           first_reviewed_at = first_reviewed_at - $2 * interval '1 day', \
-           last_reviewed_at = last_reviewed_at - $2 * interval '1 day' \
-           WHERE learner_id = ANY($1)",
-        "UPDATE lingo.learner_language_totals SET \
-           first_studied_at = first_studied_at - $2 * interval '1 day', \
-           last_studied_at = last_studied_at - $2 * interval '1 day' WHERE learner_id = ANY($1)",
-    ] {
-        sqlx::query(statement)
-            .bind(&learners)
-            .bind(days)
-            .execute(&mut admin)
-            .await
-            .unwrap();
-    }
 }
 
 /// The cuts of `learner`'s checkpoints of `phrase`, oldest first.
