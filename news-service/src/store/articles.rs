@@ -194,24 +194,25 @@ pub fn list_query(prefix: &str, spec: &ListSpec) -> QueryBuilder<'static, Postgr
             .push_bind(id.clone())
             .push(")");
     }
-    qb.push(" ORDER BY a.published_at DESC, a.id DESC")
-        .push(limit_offset(spec.limit, spec.offset))
-        .push(") a ORDER BY a.published_at DESC, a.id DESC");
+    qb.push(" ORDER BY a.published_at DESC, a.id DESC");
+    push_limit_offset(&mut qb, spec.limit, spec.offset);
+    qb.push(") a ORDER BY a.published_at DESC, a.id DESC");
     qb
 }
 
-/// ` LIMIT n OFFSET m`, the numbers written into the statement rather than bound. PostgreSQL
-/// keeps a prepared statement's plan made without its values only when that plan looks no
-/// dearer than the ones made with them, and with a bound limit it takes the page for a tenth of
-/// the rows: so a list with bound numbers was planned again at every request (0.27 ms of a page
-/// 1 of 0.67 ms in PostgreSQL), and with written ones page 1 is planned once per connection. The
-/// numbers are the validated paging's (limit up to 101, offset up to 10,000), not text from the
-/// request, and the usual ones are few, so the statements kept stay few.
-fn limit_offset(limit: i64, offset: i64) -> String {
-    if offset == 0 {
-        format!(" LIMIT {limit}")
-    } else {
-        format!(" LIMIT {limit} OFFSET {offset}")
+/// ` LIMIT n` written into the statement rather than bound, and ` OFFSET m` (bound) only past
+/// the first page. PostgreSQL keeps a prepared statement's plan made without its values only
+/// when that plan looks no dearer than the ones made with them, and with a bound limit it takes
+/// the page for a tenth of the rows: so a list with a bound limit was planned again at every
+/// request (0.27 ms of a page 1 of 0.67 ms in PostgreSQL), and with a written one page 1 and
+/// every page by cursor are planned once per connection. The limit is the validated paging's
+/// (1 to 101), not text from the request, so a connection keeps at most one statement a limit
+/// (clients use one or two); an offset stays bound, so paging by offset adds none (those
+/// pages are planned with their values, as before).
+fn push_limit_offset(qb: &mut QueryBuilder<'_, Postgres>, limit: i64, offset: i64) {
+    qb.push(format_args!(" LIMIT {limit}"));
+    if offset != 0 {
+        qb.push(" OFFSET ").push_bind(offset);
     }
 }
 
@@ -321,9 +322,9 @@ pub fn bookmarks_query(
             .push_bind(article_id)
             .push(")");
     }
-    qb.push(" ORDER BY b.created_at DESC, b.article_id DESC")
-        .push(limit_offset(paging.fetch_limit(), paging.offset))
-        .push(") mine JOIN articles a ON a.id = mine.article_id")
+    qb.push(" ORDER BY b.created_at DESC, b.article_id DESC");
+    push_limit_offset(&mut qb, paging.fetch_limit(), paging.offset);
+    qb.push(") mine JOIN articles a ON a.id = mine.article_id")
         .push(" ORDER BY mine.created_at DESC, mine.article_id DESC");
     qb
 }
