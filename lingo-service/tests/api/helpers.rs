@@ -240,3 +240,17 @@ pub async fn move_into_the_past(app: &TestApp, learners: &[&str], days: i32) {
             .unwrap();
     }
 }
+
+/// The stored states of `learner`, every field but the learner and the times they were written.
+pub async fn stored_states(app: &TestApp, learner: &str) -> Vec<String> {
+    let mut admin = app.admin().await;
+    sqlx::query_scalar(
+        "SELECT concat_ws(' ', phrase_id, stability, difficulty, due_at, reviews, correct, \
+           lapses, first_reviewed_at, last_reviewed_at, last_grade) \
+         FROM lingo.phrase_states WHERE learner_id = $1 ORDER BY phrase_id",
+    )
+    .bind(learner)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap()
+}

@@ -9,6 +9,7 @@ use shared_auth::testing::{token, token_with_scope};
 
 use crate::helpers::{
     TestApp, assert_problem, assert_timestamp, key_set, keys, move_into_the_past, spawn_app,
+    stored_states,
 };
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
@@ -1647,20 +1648,6 @@ async fn the_previous_release_reads_and_writes_the_review_log_through_its_view()
         .await;
     assert!(skipped.is_err(), "{skipped:?}");
     assert_eq!(app.count("phrase_review_sessions").await, 1);
-}
-
-/// The stored states of `learner`, every field but the learner and the times they were written.
-async fn stored_states(app: &TestApp, learner: &str) -> Vec<String> {
-    let mut admin = app.admin().await;
-    sqlx::query_scalar(
-        "SELECT concat_ws(' ', phrase_id, stability, difficulty, due_at, reviews, correct, \
-           lapses, first_reviewed_at, last_reviewed_at, last_grade) \
-         FROM lingo.phrase_states WHERE learner_id = $1 ORDER BY phrase_id",
-    )
-    .bind(learner)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap()
 }
 
 /// A late session replays a phrase from its newest checkpoint at or before the session, not from

@@ -18,7 +18,7 @@ use shared_auth::testing::{token, token_with_scope};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, move_into_the_past, spawn_app};
+use crate::helpers::{TestApp, move_into_the_past, spawn_app, stored_states};
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
 const EXPORT: &str = "/v1/lingo/analytics/phrase-progress";
@@ -235,20 +235,6 @@ async fn assert_agrees_with_the_whole_log(app: &TestApp, learner: &str, what: &s
     .await
     .unwrap();
     assert_eq!(drift, 0, "{what}: phrase_due_days of {learner}");
-}
-
-/// The stored states of `learner`, every field but the learner and the write's bookkeeping.
-async fn stored_states(app: &TestApp, learner: &str) -> Vec<String> {
-    let mut admin = app.admin().await;
-    sqlx::query_scalar(
-        "SELECT concat_ws(' ', phrase_id, stability, difficulty, due_at, reviews, correct, \
-           lapses, first_reviewed_at, last_reviewed_at, last_grade) \
-         FROM lingo.phrase_states WHERE learner_id = $1 ORDER BY phrase_id",
-    )
-    .bind(learner)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap()
 }
 
 /// The cuts of `learner`'s checkpoints of `phrase`, oldest first.

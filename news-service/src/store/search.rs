@@ -135,12 +135,7 @@ async fn parse_and_count(
             positive: row.positive,
             lexemes: row.lexemes,
         };
-        let counts: HashMap<&str, u64> = parse
-            .lexemes
-            .iter()
-            .map(String::as_str)
-            .zip(row.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
-            .collect();
+        let counts = counts_by_lexeme(&parse.lexemes, &row.counts);
         queries.extend(counted_query(
             &parse,
             row.modelled_server,
@@ -150,6 +145,15 @@ async fn parse_and_count(
         parses.push(parse);
     }
     Ok((parses, queries))
+}
+
+/// A statement's lexemes paired with their article counts (the two arrays it reads side by side).
+fn counts_by_lexeme<'a>(lexemes: &'a [String], counts: &[i64]) -> HashMap<&'a str, u64> {
+    lexemes
+        .iter()
+        .map(String::as_str)
+        .zip(counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
+        .collect()
 }
 
 /// One language's query with its counts (`documents(lexeme)`: the language's articles holding
@@ -299,12 +303,7 @@ pub async fn cached_language_queries(
             parses.put(q, read);
             return Ok(queries);
         };
-        let counts: HashMap<&str, u64> = row
-            .lexemes
-            .iter()
-            .map(String::as_str)
-            .zip(row.counts.iter().map(|&n| u64::try_from(n).unwrap_or(0)))
-            .collect();
+        let counts = counts_by_lexeme(&row.lexemes, &row.counts);
         let articles = counts.get("").copied().unwrap_or(0);
         let held = |w: &str| {
             parse
