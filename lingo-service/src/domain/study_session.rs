@@ -1,7 +1,7 @@
 //! A study session: what a learner posts (with its range rules) and what the service records and
 //! answers.
 
-use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Timelike, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::{FieldError, Problem};
 use utoipa::ToSchema;
@@ -168,7 +168,7 @@ pub fn studied_at(
         return Ok(now.trunc_subsecs(6));
     };
     let at = DateTime::parse_from_rfc3339(text)
-        .map(|at| at.with_timezone(&Utc).trunc_subsecs(6))
+        .map(|at| without_leap_second(at.with_timezone(&Utc)).trunc_subsecs(6))
         .map_err(|_| {
             Problem::from(ErrorCode::InvalidStudiedAt)
                 .with_field("studied_at", "must be an RFC 3339 timestamp")
@@ -177,6 +177,17 @@ pub fn studied_at(
         return Err(ErrorCode::InvalidStudiedAt.into());
     }
     Ok(at)
+}
+
+/// `at`, or for a leap second (`23:59:60Z`, which chrono keeps as more than 10⁹ nanoseconds of
+/// the second before) the last microsecond of that second before: stored as it is, a leap
+/// second would land on the next second, and at the end of a day on the next UTC day, whose
+/// streak would then count it.
+fn without_leap_second(at: DateTime<Utc>) -> DateTime<Utc> {
+    if at.timestamp_subsec_nanos() < 1_000_000_000 {
+        return at;
+    }
+    at.with_nanosecond(999_999_000).unwrap_or(at)
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -310,6 +321,25 @@ mod tests {
         assert_eq!(fields(&problem), ["answers"]);
     }
 
+    /// A leap second stays in its own second, so on its UTC day (the streaks count that day).
+    #[test]
+    fn a_leap_second_stays_on_its_day() {
+        let now: DateTime<Utc> = "2026-11-28T06:00:00Z".parse().expect("time");
+        for sent in [
+            "2026-11-27T23:59:60Z",
+            "2026-11-27T23:59:60.5Z",
+            "2026-11-28T01:59:60+02:00",
+        ] {
+            let at = studied_at(Some(sent), now).expect("a leap second is a time");
+            assert_eq!(
+                at.to_rfc3339(),
+                "2026-11-27T23:59:59.999999+00:00",
+                "{sent}"
+            );
+            assert_eq!(at.timestamp_subsec_nanos(), 999_999_000, "{sent}");
+        }
+    }
+
     #[test]
     fn studied_at_window() {
         let precise: DateTime<Utc> = "2026-11-27T12:00:00.1234567Z".parse().expect("time");
@@ -322,6 +352,7 @@ mod tests {
             ("2026-11-27T12:01:00Z", true),
             ("2026-11-27T12:01:01Z", false),
             ("2026-11-27T13:00:00+01:00", true),
+            ("2026-11-27T11:59:60Z", true),
             ("2026-11-27", false),
             ("yesterday", false),
         ] {

@@ -179,14 +179,176 @@ fn parse_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         let message = error.into_inner().to_string();
         // serde_path_to_error's path of a top-level unknown member is its own name.
         let top_level = path == "." || !path.contains(['.', '[']);
-        if top_level && message.starts_with("unknown field") {
-            let unknown = unknown_fields::<T>(&value);
-            if !unknown.is_empty() {
-                return Problem::validation(unknown);
+        let mut fields = match unknown_fields::<T>(&value) {
+            unknown if top_level && message.starts_with("unknown field") && !unknown.is_empty() => {
+                unknown
             }
+            _ => vec![field_error(&path, &message)],
+        };
+        for field in later_bad_fields::<T>(value) {
+            push_once(&mut fields, field);
         }
-        Problem::validation(vec![field_error(&path, &message)])
+        Problem::validation(fields)
     })
+}
+
+/// How many more readings [`later_bad_fields`] may make of one body (each is a whole
+/// deserialization of it, on bodies that are refused anyway).
+const MAX_READINGS: usize = 24;
+
+/// The bad fields of `value` past the first (contract: "one entry per bad field"). serde stops
+/// at the first field that does not fit `T`, so after naming one this puts in its place a value
+/// of a kind it accepts (or takes an unknown member out) and reads again, until `T` fits, no
+/// stand-in fits, or [`MAX_READINGS`] are spent. Only the fields' names and messages are kept.
+fn later_bad_fields<T: DeserializeOwned>(mut value: serde_json::Value) -> Vec<FieldError> {
+    let mut fields = Vec::new();
+    let mut readings = 0;
+    while readings < MAX_READINGS {
+        readings += 1;
+        let Err(error) = serde_path_to_error::deserialize::<_, T>(&value) else {
+            break;
+        };
+        let (path, message) = (error.path().clone(), error.into_inner().to_string());
+        push_once(&mut fields, field_error(&path.to_string(), &message));
+        let Some(slot) = BadSlot::of(&path, &message) else {
+            break;
+        };
+        if slot.unknown {
+            slot.remove(&mut value);
+            continue;
+        }
+        let stand_in = stand_ins(&message).into_iter().find(|stand_in| {
+            readings += 1;
+            let mut trial = value.clone();
+            slot.put(&mut trial, stand_in.clone());
+            match serde_path_to_error::deserialize::<_, T>(&trial) {
+                Ok(_) => true,
+                Err(next) => next.path().to_string() != slot.field_path(),
+            }
+        });
+        match stand_in {
+            Some(stand_in) => slot.put(&mut value, stand_in),
+            None => break,
+        }
+    }
+    fields
+}
+
+/// Values to try in place of a bad or missing field: the first variant serde expected in place of
+/// an unknown one,
+/// then one of each JSON kind.
+fn stand_ins(message: &str) -> Vec<serde_json::Value> {
+    let mut values = Vec::new();
+    // "unknown variant `meh`, expected `again` or `good`" (or "expected one of `again`, ...").
+    if message.starts_with("unknown variant")
+        && let Some((_, expected)) = message.split_once(", expected ")
+        && let Some(variant) = expected.split('`').nth(1)
+    {
+        values.push(serde_json::Value::String(variant.to_owned()));
+    }
+    values.extend([
+        serde_json::json!(0),
+        serde_json::json!(""),
+        serde_json::json!(false),
+        serde_json::json!([]),
+        serde_json::json!({}),
+    ]);
+    values
+}
+
+/// Where in the body a field error points: the object holding the member, and the member's name
+/// (a missing field is named in serde's message, at the path of its object).
+struct BadSlot {
+    object: Vec<serde_path_to_error::Segment>,
+    member: MemberKey,
+    unknown: bool,
+}
+
+enum MemberKey {
+    Name(String),
+    Index(usize),
+}
+
+impl BadSlot {
+    fn of(path: &serde_path_to_error::Path, message: &str) -> Option<Self> {
+        use serde_path_to_error::Segment;
+        let mut segments: Vec<Segment> = path.iter().cloned().collect();
+        if message.starts_with("missing field") {
+            let name = message.split('`').nth(1)?.to_owned();
+            return Some(Self {
+                object: segments,
+                member: MemberKey::Name(name),
+                unknown: false,
+            });
+        }
+        let member = match segments.pop()? {
+            Segment::Map { key } => MemberKey::Name(key),
+            Segment::Seq { index } => MemberKey::Index(index),
+            _ => return None,
+        };
+        Some(Self {
+            object: segments,
+            member,
+            unknown: message.starts_with("unknown field"),
+        })
+    }
+
+    /// The path the field's own errors have, as serde_path_to_error writes it.
+    fn field_path(&self) -> String {
+        let mut segments = self.object.clone();
+        segments.push(match &self.member {
+            MemberKey::Name(key) => serde_path_to_error::Segment::Map { key: key.clone() },
+            MemberKey::Index(index) => serde_path_to_error::Segment::Seq { index: *index },
+        });
+        segments
+            .iter()
+            .fold(String::new(), |path, segment| match segment {
+                serde_path_to_error::Segment::Seq { .. } => format!("{path}{segment}"),
+                _ if path.is_empty() => segment.to_string(),
+                _ => format!("{path}.{segment}"),
+            })
+    }
+
+    fn container<'v>(&self, value: &'v mut serde_json::Value) -> Option<&'v mut serde_json::Value> {
+        use serde_path_to_error::Segment;
+        self.object
+            .iter()
+            .try_fold(value, |value, segment| match segment {
+                Segment::Map { key } => value.get_mut(key.as_str()),
+                Segment::Seq { index } => value.get_mut(*index),
+                _ => None,
+            })
+    }
+
+    fn put(&self, value: &mut serde_json::Value, stand_in: serde_json::Value) {
+        match (self.container(value), &self.member) {
+            (Some(serde_json::Value::Object(object)), MemberKey::Name(name)) => {
+                object.insert(name.clone(), stand_in);
+            }
+            (Some(serde_json::Value::Array(items)), MemberKey::Index(index)) => {
+                if let Some(item) = items.get_mut(*index) {
+                    *item = stand_in;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn remove(&self, value: &mut serde_json::Value) {
+        if let (Some(serde_json::Value::Object(object)), MemberKey::Name(name)) =
+            (self.container(value), &self.member)
+        {
+            object.remove(name);
+        }
+    }
+}
+
+/// Adds `field` unless its field is named already: each is named once, by the first thing
+/// found wrong with it.
+fn push_once(fields: &mut Vec<FieldError>, field: FieldError) {
+    if !fields.iter().any(|named| named.field == field.field) {
+        fields.push(field);
+    }
 }
 
 /// Every member of `object` that `T` does not accept, not only the first one serde stopped at; in
@@ -452,6 +614,59 @@ mod tests {
                 "body {body:?}"
             );
         }
+    }
+
+    /// Contract section 1: `errors` has "one entry per bad field", so a body with several is
+    /// answered with all of them, whatever is wrong with each, each once.
+    #[test]
+    fn every_bad_field_is_named_once() {
+        let fields = |body: &str| -> Vec<(String, String)> {
+            let problem = parse_json::<Session>(body.as_bytes()).unwrap_err();
+            assert_eq!(problem.status.as_u16(), 422, "{body}");
+            let mut fields: Vec<(String, String)> = problem
+                .errors
+                .into_iter()
+                .map(|e| (e.field, e.message))
+                .collect();
+            fields.sort();
+            fields
+        };
+        let named = |body: &str| -> Vec<String> { fields(body).into_iter().map(|f| f.0).collect() };
+        assert_eq!(named("{}"), ["language", "seconds"]);
+        assert_eq!(
+            named(r#"{"seconds":"60","language":5,"mood":1,"extra":2}"#),
+            ["extra", "language", "mood", "seconds"]
+        );
+        assert_eq!(
+            named(
+                r#"{"seconds":1,"answers":[{"id":1,"correct":true},{"correct":"yes","grade":"meh","x":0}]}"#
+            ),
+            [
+                "answers[0].id",
+                "answers[1].correct",
+                "answers[1].grade",
+                "answers[1].id",
+                "answers[1].x",
+                "language"
+            ]
+        );
+        assert_eq!(
+            fields(r#"{"seconds":"x","language":"es","seconds":2}"#),
+            [(
+                "seconds".to_owned(),
+                r#"invalid type: string "x", expected an integer"#.to_owned()
+            )]
+        );
+        // A body with more bad fields than readings allowed still names the first ones.
+        let many: Vec<String> = (0..200)
+            .map(|i| format!(r#"{{"id":{i},"correct":1}}"#))
+            .collect();
+        let body = format!(
+            r#"{{"seconds":1,"language":"es","answers":[{}]}}"#,
+            many.join(",")
+        );
+        let named = named(&body);
+        assert!(named.len() >= 4 && named.len() <= MAX_READINGS, "{named:?}");
     }
 
     #[test]
