@@ -150,8 +150,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
 
 /// [`parse_json`]'s reading of a body that did not parse straight into `T`: as a JSON value
 /// first (400 for bad syntax, 422 for a number out of range or a body that is not an object),
-/// then into `T` with the path of the first field that does not fit (422 naming it; every
-/// unknown member, not only the first).
+/// then into `T`: 422 naming every field that does not fit by its path (the first as serde
+/// reports it, every unknown member of the top level, then [`later_bad_fields`]).
 fn parse_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(empty_body());
