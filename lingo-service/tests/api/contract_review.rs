@@ -325,6 +325,9 @@ async fn studied_at_formats_at_the_edges_of_rfc_3339() {
         &utc[..10],
         "",
         "2026-02-30T10:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "0000-01-01T00:00:00Z",
+        "2026-11-27T10:00:00+24:00",
     ] {
         let problem = refused(
             &app,
@@ -873,4 +876,68 @@ async fn a_405_on_the_lingo_routes_names_their_methods() {
             assert!(detail.contains(name), "{method} {path}: {detail}");
         }
     }
+}
+
+/// "Level from total XP with these cut-offs (level 1 at 0 XP, level 25 at 30000)", `leveled_up`,
+/// and "at level 25 `next_level_xp` is null and `xp_to_next_level` 0", reached through the API:
+/// exactly 60 XP is level 2; the largest sessions climb several levels at once, and past 30000
+/// the level stays 25 and no longer rises.
+#[tokio::test]
+async fn levels_at_their_exact_cut_offs_and_the_top_through_the_api() {
+    let app = spawn_app().await;
+    let learner = token("review-levels");
+    let post_counts = async |seen: i64, correct: i64| {
+        created(
+            &app,
+            &learner,
+            &crate::helpers::session("es", 60, seen, correct),
+        )
+        .await
+    };
+    let first = post_counts(51, 50).await;
+    assert_eq!(
+        (&first["total_xp"], &first["level"], &first["leveled_up"]),
+        (&json!(60), &json!(2), &json!(true))
+    );
+    // 10 + 10000 + 5 = 10015 each: 10075 (16), 20090 (22), 30105 (25), 40120 (25).
+    for (total, level, leveled_up) in [
+        (10_075, 16, true),
+        (20_090, 22, true),
+        (30_105, 25, true),
+        (40_120, 25, false),
+    ] {
+        let session = post_counts(10_000, 10_000).await;
+        assert_eq!(session["xp_awarded"], 10_015);
+        assert_eq!(session["total_xp"], total);
+        assert_eq!(session["level"], level, "{session}");
+        assert_eq!(session["leveled_up"], leveled_up, "{session}");
+    }
+    let xp: Value = app
+        .get("/v1/lingo/me/xp", Some(&learner))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        xp,
+        json!({"learner_id": "review-levels", "total_xp": 40_120, "level": 25,
+               "level_floor_xp": 30_000, "next_level_xp": null, "xp_to_next_level": 0,
+               "max_level": 25, "by_language": [{"language_code": "es", "xp": 40_120, "level": 25}]})
+    );
+}
+
+/// "Identifiers are opaque strings ... rows the services create (study sessions) get UUIDv7".
+#[tokio::test]
+async fn session_ids_are_uuid_v7() {
+    let app = spawn_app().await;
+    let learner = token("review-uuid");
+    let session = created(&app, &learner, &crate::helpers::session("es", 60, 1, 1)).await;
+    let id: uuid::Uuid = session["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(id.get_version_num(), 7, "{id}");
+    assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+    assert_eq!(
+        session["id"],
+        id.hyphenated().to_string(),
+        "lower-case, hyphenated"
+    );
 }

@@ -678,3 +678,41 @@ async fn many_phrases_due_at_one_instant_are_walked_to_the_end_by_id() {
         .collect();
     assert_eq!(order, expected);
 }
+
+/// "`PhraseProgress` `{phrase: PhraseItem, ...}`": the phrase of a progress is the catalogue's
+/// item for it, `stats` and `translation_count` included.
+#[tokio::test]
+async fn the_phrase_of_a_progress_is_the_catalogue_item() {
+    let app = spawn_app().await;
+    let learner = token("review-item");
+    let catalogue = get_ok(&app, "/v1/lingo/phrases?language=es&limit=100", &learner).await;
+    let items = catalogue["data"].as_array().unwrap();
+    let with_stats = items
+        .iter()
+        .find(|item| !item["stats"].is_null())
+        .expect("the seed has stats for some phrases");
+    let without_stats = items
+        .iter()
+        .find(|item| item["stats"].is_null())
+        .expect("and none for others");
+    let ids = [
+        with_stats["id"].as_str().unwrap(),
+        without_stats["id"].as_str().unwrap(),
+    ];
+    post_ok(
+        &app,
+        &learner,
+        &answered("es", None, &[(ids[0], true), (ids[1], false)]),
+    )
+    .await;
+    let mine = get_ok(&app, MY_PHRASES, &learner).await;
+    for item in [with_stats, without_stats] {
+        let progress = mine["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phrase"]["id"] == item["id"])
+            .unwrap();
+        assert_eq!(&progress["phrase"], item);
+    }
+}
