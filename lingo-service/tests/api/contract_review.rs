@@ -616,6 +616,38 @@ async fn a_body_of_exactly_128_kib_is_accepted_and_one_byte_more_is_413() {
     assert_eq!(app.count("study_sessions").await, 1);
 }
 
+/// The same limit when the body comes in chunks without a `Content-Length`.
+#[tokio::test]
+async fn a_chunked_body_is_held_to_128_kib_to_the_byte() {
+    let app = spawn_app().await;
+    let learner = token("review-128k-chunked");
+    let core = crate::helpers::session("es", 60, 1, 1).to_string();
+    let send = |size: usize| {
+        let mut body = String::from("{");
+        body.push_str(&" ".repeat(size - core.len()));
+        body.push_str(&core[1..]);
+        assert_eq!(body.len(), size);
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
+            .into_bytes()
+            .chunks(10_000)
+            .map(|chunk| Ok(chunk.to_vec()))
+            .collect();
+        app.client
+            .post(app.url(SESSIONS))
+            .bearer_auth(&learner)
+            .header(CONTENT_TYPE, "application/json")
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
+            .send()
+    };
+    let response = send(128 * 1024).await.unwrap();
+    assert_eq!(response.status(), 201);
+    let response = send(128 * 1024 + 1).await.unwrap();
+    assert_problem(response, 413, "payload_too_large").await;
+    assert_eq!(app.count("study_sessions").await, 1);
+}
+
 /// Media types compare case-insensitively and take parameters (RFC 9110 8.3.1):
 /// `application/json; charset=utf-8` and `Application/JSON` are JSON.
 #[tokio::test]
@@ -653,9 +685,13 @@ async fn request_ids_are_kept_when_sane_and_replaced_otherwise() {
             .send()
     };
     let good = crate::helpers::session("es", 60, 1, 1).to_string();
-    let response = send("client-id.1:2_3", good.clone()).await.unwrap();
-    assert_eq!(response.status(), 201);
-    assert_eq!(response.headers()["x-request-id"], "client-id.1:2_3");
+    let longest = format!("client-id.1:2_3-{}", "x".repeat(112));
+    assert_eq!(longest.len(), 128);
+    for sane in ["client-id.1:2_3", longest.as_str()] {
+        let response = send(sane, good.clone()).await.unwrap();
+        assert_eq!(response.status(), 201);
+        assert_eq!(response.headers()["x-request-id"], sane);
+    }
 
     let bad = crate::helpers::session("es", 0, 1, 1).to_string();
     let response = send("client-id-2", bad.clone()).await.unwrap();
@@ -694,7 +730,7 @@ async fn request_ids_are_kept_when_sane_and_replaced_otherwise() {
         let problem = assert_problem(response, status, code).await;
         assert_eq!(problem["request_id"], id.as_str());
     }
-    for insane in ["has space", &"x".repeat(200), "a\"b"] {
+    for insane in ["has space", &"x".repeat(129), "a\"b", "<script>"] {
         let response = send(insane, bad.clone()).await.unwrap();
         let id = response.headers()["x-request-id"]
             .to_str()
