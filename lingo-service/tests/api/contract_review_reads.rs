@@ -716,3 +716,59 @@ async fn the_phrase_of_a_progress_is_the_catalogue_item() {
         assert_eq!(&progress["phrase"], item);
     }
 }
+
+/// "`next_offset` is null when there is nothing after this page" and `next_cursor` "null at the
+/// end": a last page that is exactly full says so, by offset and by cursor, for the catalogue and
+/// for a learner's sessions.
+#[tokio::test]
+async fn an_exactly_full_last_page_has_no_next_offset_or_cursor() {
+    let app = spawn_app().await;
+    let learner = token("review-full-page");
+    let es = get_ok(&app, "/v1/lingo/phrases?language=es&limit=100", &learner).await;
+    let total = es["count"].as_u64().unwrap();
+    assert!(total > 2, "the seed has Spanish phrases");
+    let page = get_ok(
+        &app,
+        &format!("/v1/lingo/phrases?language=es&limit={total}"),
+        &learner,
+    )
+    .await;
+    assert_eq!(page["count"], total);
+    assert_eq!(page["next_offset"], Value::Null);
+    assert_eq!(page["next_cursor"], Value::Null);
+    let first = get_ok(
+        &app,
+        &format!("/v1/lingo/phrases?language=es&limit={}", total - 2),
+        &learner,
+    )
+    .await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let last = get_ok(
+        &app,
+        &format!("/v1/lingo/phrases?limit=2&cursor={cursor}"),
+        &learner,
+    )
+    .await;
+    assert_eq!(last["count"], 2);
+    assert_eq!(last["next_cursor"], Value::Null);
+    assert_eq!(last["next_offset"], Value::Null);
+
+    for _ in 0..4 {
+        post_ok(&app, &learner, &crate::helpers::session("es", 60, 1, 1)).await;
+    }
+    let sessions = get_ok(&app, &format!("{SESSIONS}?limit=2&offset=2"), &learner).await;
+    assert_eq!(sessions["count"], 2);
+    assert_eq!(sessions["next_offset"], Value::Null);
+    assert_eq!(sessions["next_cursor"], Value::Null);
+    let first = get_ok(&app, &format!("{SESSIONS}?limit=2"), &learner).await;
+    assert_eq!(first["next_offset"], 2);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let last = get_ok(
+        &app,
+        &format!("{SESSIONS}?limit=2&cursor={cursor}"),
+        &learner,
+    )
+    .await;
+    assert_eq!(last["count"], 2);
+    assert_eq!(last["next_cursor"], Value::Null);
+}
