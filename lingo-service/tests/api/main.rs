@@ -4,6 +4,8 @@
 
 mod analytics;
 mod catalogue;
+mod contract_review;
+mod contract_review_reads;
 mod cursors;
 mod grants;
 mod hardening;
