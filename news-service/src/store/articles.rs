@@ -110,15 +110,19 @@ fn push_item_columns(qb: &mut QueryBuilder<'_, Postgres>, viewer: Option<&str>, 
     );
     match viewer {
         Some(user) => {
+            // `OFFSET 0` keeps each flag a lookup per row of the page: without it the plan made
+            // without the viewer hashes all of the viewer's rows first (cheap for the average
+            // reader it assumes), 2.6 ms for a page of a reader with thousands of bookmarks and
+            // follows against 0.45 ms.
             qb.push("EXISTS (SELECT 1 FROM likes x WHERE x.article_id = a.id AND x.user_id = ");
             push_opaque(qb, user.to_owned());
-            qb.push(") AS liked, EXISTS (SELECT 1 FROM bookmarks x WHERE x.article_id = a.id AND x.user_id = ");
+            qb.push(" OFFSET 0) AS liked, EXISTS (SELECT 1 FROM bookmarks x WHERE x.article_id = a.id AND x.user_id = ");
             push_opaque(qb, user.to_owned());
-            qb.push(") AS bookmarked, EXISTS (SELECT 1 FROM journalist_follows x WHERE x.journalist_id = a.journalist_id AND x.user_id = ");
+            qb.push(" OFFSET 0) AS bookmarked, EXISTS (SELECT 1 FROM journalist_follows x WHERE x.journalist_id = a.journalist_id AND x.user_id = ");
             push_opaque(qb, user.to_owned());
-            qb.push(") AS following_journalist, EXISTS (SELECT 1 FROM organization_follows x WHERE x.organization_id = a.organization_id AND x.user_id = ");
+            qb.push(" OFFSET 0) AS following_journalist, EXISTS (SELECT 1 FROM organization_follows x WHERE x.organization_id = a.organization_id AND x.user_id = ");
             push_opaque(qb, user.to_owned());
-            qb.push(") AS following_organization, ");
+            qb.push(" OFFSET 0) AS following_organization, ");
         }
         None => {
             qb.push(

@@ -106,7 +106,9 @@ pub fn list_query(
                 ", EXISTS (SELECT 1 FROM {follows} f WHERE f.{follows_column} = {alias}.id AND f.user_id = "
             ));
             push_opaque(&mut qb, user.to_owned());
-            qb.push(") AS viewer");
+            // A lookup per row, not a hash of all the viewer's follows (see the article list's
+            // flags in `store::articles`): 0.11 ms against 0.53 for a user following thousands.
+            qb.push(" OFFSET 0) AS viewer");
         }
         None => {
             qb.push(", NULL::boolean AS viewer");
