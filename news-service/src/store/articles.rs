@@ -223,11 +223,11 @@ pub(crate) fn push_limit_offset(qb: &mut QueryBuilder<'_, Postgres>, limit: i64,
 /// once per execution, which an index condition uses like the parameter itself. PostgreSQL plans
 /// a prepared statement with its values (a custom plan) until the plan made without them looks
 /// no dearer than those, and with visible values that depends on the values a connection met
-/// first: a connection that served a journalist with no articles, a reader with a few bookmarks
-/// or an organisation's page of the directory planned the list again at every request (0.05-0.2
-/// ms each, as much as the page's execution). With hidden values the custom plan is the generic
-/// plan, so after a connection's first five executions the cache keeps the generic one for
-/// every value (as `lingo-service`'s learner reads do).
+/// first: after a journalist with no articles or a reader with a few bookmarks, a connection
+/// planned those lists again at every request (0.2-0.45 ms each, as much as the page's execution
+/// or more). With hidden values the custom plan is the generic plan, so after a connection's
+/// first five executions the cache keeps the generic one for every value (as `lingo-service`'s
+/// learner reads do).
 pub(crate) fn push_opaque<'a, T>(qb: &mut QueryBuilder<'a, Postgres>, value: T)
 where
     T: 'a + Encode<'a, Postgres> + Type<Postgres>,

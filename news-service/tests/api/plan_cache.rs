@@ -209,11 +209,12 @@ async fn generic_plan(app: &TestApp, sql: &str) -> String {
     .await
     .unwrap();
     let nulls = vec!["NULL"; params as usize].join(", ");
-    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (VERBOSE) EXECUTE kept({nulls})"))
-        .persistent(false)
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
+    let lines: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN (VERBOSE) EXECUTE kept({nulls})"))
+            .persistent(false)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
     lines.join("\n")
 }
 
