@@ -79,8 +79,9 @@ where
 /// The statement of [`list`]. A page after a cursor is a range of the `(name, id)` index (or
 /// `(organization_id, name, id)` for one organisation's journalists) read in order: no sort.
 /// Its limit is written into it and its values hidden from the planner, as the article list's
-/// (see [`push_limit_offset`] and [`push_opaque`]): with a bound limit every page was planned
-/// at every request. `prefix` lets tests prepend `EXPLAIN`.
+/// (see [`push_limit_offset`] and [`push_opaque`]): with a bound limit each page of the
+/// organisations was planned at every request (0.06-0.07 ms, as much as its execution).
+/// `prefix` lets tests prepend `EXPLAIN`.
 pub fn list_query(
     prefix: &str,
     directory: &Directory,
