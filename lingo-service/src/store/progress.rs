@@ -2,7 +2,7 @@
 //! streaks: what `GET /me/progress`, `GET /me/xp` and the analytics export read.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{Encode, FromRow, PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder, Type};
 
 use crate::domain::cursor::Cursor;
 use crate::domain::level::level_for_xp;
@@ -184,22 +184,36 @@ fn export_statement<'a>(
         " AS phrases_due, first_studied_at, last_studied_at, updated_at \
          FROM learner_language_totals t WHERE updated_at < ",
     );
-    sql.push_bind(horizon);
+    push_opaque(&mut sql, horizon);
     if let Some(since) = since {
-        sql.push(" AND updated_at >= ").push_bind(since);
+        sql.push(" AND updated_at >= ");
+        push_opaque(&mut sql, since);
     }
     if let Some(cursor) = cursor {
-        sql.push(" AND (updated_at, learner_id, language_code) > (")
-            .push_bind(cursor.updated_at())
-            .push(", ")
-            .push_bind(cursor.learner_id.clone())
-            .push(", ")
-            .push_bind(cursor.language_code.clone())
-            .push(")");
+        sql.push(" AND (updated_at, learner_id, language_code) > (");
+        push_opaque(&mut sql, cursor.updated_at());
+        sql.push(", ");
+        push_opaque(&mut sql, cursor.learner_id.clone());
+        sql.push(", ");
+        push_opaque(&mut sql, cursor.language_code.clone());
+        sql.push(")");
     }
-    sql.push(" ORDER BY updated_at, learner_id, language_code LIMIT ")
-        .push_bind(limit);
+    sql.push(" ORDER BY updated_at, learner_id, language_code LIMIT ");
+    push_opaque(&mut sql, limit);
     sql
+}
+
+/// Pushes `value` as `(SELECT $n)`, an init plan the planner cannot see (as
+/// `store::phrase_progress` does for the learner reads). With visible values PostgreSQL planned
+/// the export's first page and every page after a cursor at every request (0.21-0.23 ms of
+/// planning for 0.23-0.44 ms of execution): the plan made without the values (for a tenth of
+/// the rows, the limit unknown) looked dearer than the ones made with them. With hidden values
+/// both are one plan, which the connection keeps after five executions.
+fn push_opaque<'a, T>(sql: &mut QueryBuilder<'a, Postgres>, value: T)
+where
+    T: 'a + Encode<'a, Postgres> + Type<Postgres>,
+{
+    sql.push("(SELECT ").push_bind(value).push(")");
 }
 
 /// The plan (`EXPLAIN` text) of a first page of the export at `now`, for the test that asserts

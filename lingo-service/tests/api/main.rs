@@ -15,6 +15,7 @@ mod idempotency;
 mod openapi;
 mod phrase_progress;
 mod phrase_progress_review;
+mod plan_cache;
 mod plans;
 mod progress;
 mod recommendations;

@@ -98,13 +98,20 @@ impl From<ThreadRow> for Comment {
     }
 }
 
-/// The thread statement: comments of article `$1` after path `$2` in thread order. Every
-/// path is longer than `''`, so `''` starts at the beginning. One range scan of the
-/// `(article_id, path)` index, whether the page starts at an offset or after a cursor's path.
-/// A plain statement rather than `query_as!` so the plan test can EXPLAIN this very text (it
-/// runs it against the migrated schema, which is what the macro's check would do).
+/// The thread statement: comments of article `$1` after path `$2` in thread order, `$3` of
+/// them from offset `$4`. Every path is longer than `''`, so `''` starts at the beginning. One
+/// range scan of the `(article_id, path)` index, whether the page starts at an offset or after a
+/// cursor's path. A plain statement rather than `query_as!` so the plan test can EXPLAIN this
+/// very text (it runs it against the migrated schema, which is what the macro's check would do).
+///
+/// Every value is an init plan `(SELECT $n)` the planner cannot see, so the plan made with the
+/// values is the one made without them and the connection keeps that one after five executions.
+/// With visible values an article with thousands of comments was planned at every request (its
+/// custom plan looks cheaper than a plan for an average article): 0.05-0.06 ms of planning for
+/// 0.03 ms of execution.
 pub const THREAD_PAGE: &str = "SELECT id, article_id, parent_id, author_id, text, depth, created_at, path \
-     FROM comments WHERE article_id = $1 AND path > $2 ORDER BY path LIMIT $3 OFFSET $4";
+     FROM comments WHERE article_id = (SELECT $1::text) AND path > (SELECT $2::text) \
+     ORDER BY path LIMIT (SELECT $3::bigint) OFFSET (SELECT $4::bigint)";
 
 /// An article's comments in thread order, from an offset or after a cursor, with the cursor
 /// that continues after the page.

@@ -9,6 +9,7 @@ use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
+use crate::store::articles::{push_limit_offset, push_opaque};
 
 /// One directory list. All names are static SQL identifiers of our own schema, never input.
 pub struct Directory {
@@ -77,6 +78,9 @@ where
 
 /// The statement of [`list`]. A page after a cursor is a range of the `(name, id)` index (or
 /// `(organization_id, name, id)` for one organisation's journalists) read in order: no sort.
+/// Its limit is written into it and its values hidden from the planner, as the article list's
+/// (see [`push_limit_offset`] and [`push_opaque`]): with a bound limit each page of the
+/// organisations was planned at every request (0.06-0.07 ms, as much as its execution).
 /// `prefix` lets tests prepend `EXPLAIN`.
 pub fn list_query(
     prefix: &str,
@@ -101,9 +105,11 @@ pub fn list_query(
         Some(user) => {
             qb.push(format!(
                 ", EXISTS (SELECT 1 FROM {follows} f WHERE f.{follows_column} = {alias}.id AND f.user_id = "
-            ))
-            .push_bind(user.to_owned())
-            .push(") AS viewer");
+            ));
+            push_opaque(&mut qb, user.to_owned());
+            // A lookup per row, not a hash of all the viewer's follows (see the article list's
+            // flags in `store::articles`): 0.11 ms against 0.53 for a user following thousands.
+            qb.push(" OFFSET 0) AS viewer");
         }
         None => {
             qb.push(", NULL::boolean AS viewer");
@@ -113,10 +119,12 @@ pub fn list_query(
     match selection {
         Selection::All => {}
         Selection::OfOrganization(organization_id) => {
-            qb.push(format!(" WHERE {alias}.organization_id = "))
-                .push_bind(organization_id.to_owned());
+            qb.push(format!(" WHERE {alias}.organization_id = "));
+            push_opaque(&mut qb, organization_id.to_owned());
         }
         Selection::FollowedBy(user) => {
+            // Never paged (the whole list at once), so planned with its user: a user following
+            // thousands reads them best by a plan made for that many.
             qb.push(format!(
                 " JOIN {follows} mine ON mine.{follows_column} = {alias}.id AND mine.user_id = "
             ))
@@ -128,18 +136,15 @@ pub fn list_query(
             Selection::OfOrganization(_) => " AND",
             Selection::All | Selection::FollowedBy(_) => " WHERE",
         };
-        qb.push(format!("{joiner} ({alias}.name, {alias}.id) > ("))
-            .push_bind(name.to_owned())
-            .push(", ")
-            .push_bind(id.to_owned())
-            .push(")");
+        qb.push(format!("{joiner} ({alias}.name, {alias}.id) > ("));
+        push_opaque(&mut qb, name.to_owned());
+        qb.push(", ");
+        push_opaque(&mut qb, id.to_owned());
+        qb.push(")");
     }
     qb.push(format!(" ORDER BY {alias}.name, {alias}.id"));
     if let Some(page) = page {
-        qb.push(" LIMIT ")
-            .push_bind(page.paging.fetch_limit())
-            .push(" OFFSET ")
-            .push_bind(page.paging.offset);
+        push_limit_offset(&mut qb, page.paging.fetch_limit(), page.paging.offset);
     }
     qb
 }

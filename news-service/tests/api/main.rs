@@ -17,6 +17,7 @@ mod helpers;
 mod highlight_model;
 mod me;
 mod openapi;
+mod plan_cache;
 mod schema;
 mod search;
 mod search_walks;
