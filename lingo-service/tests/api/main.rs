@@ -20,3 +20,4 @@ mod search;
 mod seed;
 mod study_sessions;
 mod transactions;
+mod translation_counts;
