@@ -260,14 +260,14 @@ async fn many_concurrent_writers_leave_every_count_exact() {
     }
     add_phrase(&mut db, "es-1", "es", "Hola", &[]).await;
     add_phrase(&mut db, "es-2", "es", "Adiós", &[]).await;
-    let committed = |n: usize| n % 5 != 0;
-    let moved = |n: usize| n % 3 == 0;
+    let committed = |n: usize| !n.is_multiple_of(5);
+    let moved = |n: usize| n.is_multiple_of(3);
     let mut writers = Vec::new();
     for (n, code) in languages.iter().enumerate() {
         let mut connection = pipeline(&app).await;
         let code = code.clone();
         writers.push(tokio::spawn(async move {
-            let (phrase, other) = if n % 2 == 0 {
+            let (phrase, other) = if n.is_multiple_of(2) {
                 ("es-1", "es-2")
             } else {
                 ("es-2", "es-1")
@@ -301,7 +301,7 @@ async fn many_concurrent_writers_leave_every_count_exact() {
         writer.await.unwrap();
     }
     let on_one = (0..24)
-        .filter(|&n| committed(n) && ((n % 2 == 0) != moved(n)))
+        .filter(|&n| committed(n) && (n.is_multiple_of(2) != moved(n)))
         .count() as i64;
     let on_two = (0..24).filter(|&n| committed(n)).count() as i64 - on_one;
     assert_counts(
