@@ -60,8 +60,7 @@ pub async fn list<'e>(
             sqlx::query_as!(
                 PhraseItemRow,
                 r#"SELECT p.id, p.text, p.language_code,
-                     (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-                       AS "translation_count!",
+                     p.translation_count AS "translation_count!",
                      s.view_count AS "view_count?", s.learner_count AS "learner_count?",
                      s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
                    FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
@@ -79,8 +78,7 @@ pub async fn list<'e>(
             sqlx::query_as!(
                 PhraseItemRow,
                 r#"SELECT p.id, p.text, p.language_code,
-                     (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-                       AS "translation_count!",
+                     p.translation_count AS "translation_count!",
                      s.view_count AS "view_count?", s.learner_count AS "learner_count?",
                      s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
                    FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
@@ -163,8 +161,7 @@ pub async fn search<'e>(
     let rows = sqlx::query_as!(
         SearchRow,
         r#"SELECT p.id, p.text, p.language_code,
-             (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-               AS "translation_count!",
+             p.translation_count AS "translation_count!",
              s.view_count AS "view_count?", s.learner_count AS "learner_count?",
              s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
              page.tier AS "tier!", page.text_length AS "text_length!"

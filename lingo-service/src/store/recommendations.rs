@@ -56,8 +56,7 @@ pub async fn list_for<'e>(
     let rows = sqlx::query_as!(
         RecommendationRow,
         r#"SELECT p.id, p.text, p.language_code,
-             (SELECT count(*) FROM phrase_translations t WHERE t.phrase_id = p.id)
-               AS "translation_count!",
+             p.translation_count AS "translation_count!",
              s.view_count AS "view_count?", s.learner_count AS "learner_count?",
              s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!",
              r.score, r.generated_at

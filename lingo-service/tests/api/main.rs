@@ -23,3 +23,4 @@ mod search;
 mod seed;
 mod study_sessions;
 mod transactions;
+mod translation_counts;
