@@ -41,8 +41,15 @@ impl From<PhraseItemRow> for PhraseItem {
 
 /// One page (plus one row, see [`Paging::fetch_limit`]) of phrases ordered by `id`, only those
 /// in `language` when given, starting after the phrase `after` when given. Each filter has its
-/// own statement so that PostgreSQL plans it against its index (the primary key, or
-/// `(language_code, id)`), even with a generic plan.
+/// own statement, planned against its index (the primary key, or `(language_code, id)`).
+///
+/// Without a language every value is hidden from the planner ([`shared_auth::pg::push_opaque`]
+/// explains why): with visible values it was planned at every request (0.15-0.17 ms of planning
+/// for 0.10-0.11 ms of execution); now each connection keeps one plan. With a language the
+/// values stay visible, and it is planned for each: a plan made without the language takes it
+/// for as common as the average one and walks the primary key, filtering, which for a rare
+/// language reads most of the catalogue; with the language in view a rare one is read from
+/// `(language_code, id)`.
 pub async fn list<'e>(
     db: impl PgExecutor<'e>,
     language: Option<&str>,
@@ -82,8 +89,8 @@ pub async fn list<'e>(
                      s.view_count AS "view_count?", s.learner_count AS "learner_count?",
                      s.accuracy AS "accuracy?", (s.phrase_id IS NOT NULL) AS "has_stats!"
                    FROM phrases p LEFT JOIN phrase_stats_cache s ON s.phrase_id = p.id
-                   WHERE p.id > $1
-                   ORDER BY p.id LIMIT $2 OFFSET $3"#,
+                   WHERE p.id > (SELECT $1::text)
+                   ORDER BY p.id LIMIT (SELECT $2::int8) OFFSET (SELECT $3::int8)"#,
                 after,
                 paging.fetch_limit(),
                 paging.offset,

@@ -107,7 +107,7 @@ async fn every_list_reads_an_index_range_and_the_search_reads_its_tiers_by_index
     fill(&app).await;
     let mut runtime = connect_one(&app.db.url_for("lingo_app")).await.unwrap();
 
-    let phrases = statement("WHERE p.id > $1");
+    let phrases = statement("WHERE p.id > (SELECT $1::text)");
     for plan in plans(&mut runtime, &phrases, "'bulk-012345', 21, 0").await {
         assert_range_scan(&plan, &["phrases_pkey"], "id");
     }

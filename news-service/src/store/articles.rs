@@ -3,10 +3,11 @@
 //! columns are one piece of SQL for all of them, so every article answer counts the same way.
 
 use chrono::{DateTime, Utc};
+use shared_auth::pg::push_opaque;
 use shared_auth::{Page, Paging};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
-use sqlx::{Encode, FromRow, PgExecutor, Postgres, QueryBuilder, Type};
+use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::domain::articles::{Article, ArticleItem, ArticlePage, ArticleViewer, Named};
 use crate::domain::cursor::CursorPage;
@@ -217,22 +218,6 @@ pub(crate) fn push_limit_offset(qb: &mut QueryBuilder<'_, Postgres>, limit: i64,
     if offset != 0 {
         qb.push(" OFFSET ").push_bind(offset);
     }
-}
-
-/// Pushes `value` as a parameter the planner cannot see: `(SELECT $n)`, an init plan computed
-/// once per execution, which an index condition uses like the parameter itself. PostgreSQL plans
-/// a prepared statement with its values (a custom plan) until the plan made without them looks
-/// no dearer than those, and with visible values that depends on the values a connection met
-/// first: after a journalist with no articles or a reader with a few bookmarks, a connection
-/// planned those lists again at every request (0.2-0.45 ms each, as much as the page's execution
-/// or more). With hidden values the custom plan is the generic plan, so after a connection's
-/// first five executions the cache keeps the generic one for every value (as `lingo-service`'s
-/// learner reads do).
-pub(crate) fn push_opaque<'a, T>(qb: &mut QueryBuilder<'a, Postgres>, value: T)
-where
-    T: 'a + Encode<'a, Postgres> + Type<Postgres>,
-{
-    qb.push("(SELECT ").push_bind(value).push(")");
 }
 
 /// One page of an article list, with `next_cursor` continuing the same list and filters.

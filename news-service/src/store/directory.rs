@@ -4,12 +4,13 @@
 //! `QueryBuilder` because the viewer column and the selection are optional.
 
 use shared_auth::Paging;
+use shared_auth::pg::push_opaque;
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 
 use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
-use crate::store::articles::{push_limit_offset, push_opaque};
+use crate::store::articles::push_limit_offset;
 
 /// One directory list. All names are static SQL identifiers of our own schema, never input.
 pub struct Directory {

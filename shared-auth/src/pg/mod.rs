@@ -6,7 +6,10 @@
 pub mod health;
 pub mod idempotency;
 pub mod metrics;
+pub mod opaque;
 pub mod pool;
 pub mod pool_health;
 pub mod pool_pressure;
 pub mod unavailable;
+
+pub use opaque::push_opaque;
