@@ -136,6 +136,14 @@ struct MyReviewsQuery {
     #[param(minimum = 1, maximum = 100, default = 20)]
     #[serde(default, deserialize_with = "shared_auth::http::paging::query_integer")]
     limit: Option<i64>,
+    /// Not parameters of this list (it is not paged: the next phrases to review are the first
+    /// ones again once these are answered; `GET /me/phrases?due=true` pages through them all):
+    /// given, they are 400 rather than ignored, so a client that tries to page learns why (an
+    /// empty `cursor=` is none, as on every list).
+    #[param(ignore)]
+    offset: Option<String>,
+    #[param(ignore)]
+    cursor: Option<String>,
 }
 
 /// What the caller should review now: the phrases due, longest overdue first.
@@ -156,6 +164,11 @@ async fn my_reviews(
     State(db): State<Db>,
     Query(query): Query<MyReviewsQuery>,
 ) -> Result<Json<MyReviews>> {
+    if query.offset.is_some() || cursor::given(query.cursor.as_deref()).is_some() {
+        let detail = "this list is not paged: answer these phrases and ask again, or page \
+                      through GET /v1/lingo/me/phrases?due=true";
+        return Err(Problem::invalid_query(detail).into());
+    }
     let paging = Paging::new(query.limit, None)?;
     let (data, due_total) = store::phrase_progress::reviews_for(
         &db.primary,

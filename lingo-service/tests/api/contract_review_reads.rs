@@ -299,7 +299,17 @@ async fn reviews_with_nothing_due_limits_and_languages() {
     );
     let none = get_ok(&app, &format!("{REVIEWS}?language=xx"), &learner).await;
     assert_eq!(none, json!({"data": [], "count": 0, "due_total": 0}));
-    for query in ["limit=0", "limit=101", "limit=abc", "limit=", "limit=2.0"] {
+    // Not paged: trying to page is told so, not answered page 1 again.
+    for query in [
+        "limit=0",
+        "limit=101",
+        "limit=abc",
+        "limit=",
+        "limit=2.0",
+        "offset=1",
+        "offset=0",
+        "cursor=abc",
+    ] {
         bad_query(
             &app,
             &format!("{REVIEWS}?{query}"),
