@@ -1,4 +1,4 @@
-//! An outside check of `POST /me/study-sessions` against API.md sections 1, 2, 3 and 3.1, sentence
+//! An outside check of `POST /me/study-sessions` against the contract (docs/lingo.md, docs/conventions.md), sentence
 //! by sentence: the edges of the input the rest of the suite does not already hold (integers
 //! written otherwise, `answers` empty / null / exactly 1,000, strictly typed answers, every bad
 //! field listed, `studied_at` offsets, precision and formats, odd phrase ids, idempotency with

@@ -1,4 +1,4 @@
-//! An outside check of the reads of API.md sections 3, 3.1 and 3.2 (`/me/phrases`, `/me/reviews`,
+//! An outside check of the reads of the contract (docs/lingo.md) (`/me/phrases`, `/me/reviews`,
 //! `/me/progress`, `/analytics/phrase-progress`, `GET /phrases?q=`) at the edges the rest of the
 //! suite does not already hold: query values of every shape, retrievability against the FSRS-6
 //! forgetting curve, streaks across midnight and filled by a late session, search lengths in
@@ -621,7 +621,7 @@ async fn search_words_split_at_commas_and_apostrophes_and_fold_ligatures() {
 }
 
 /// docs/lingo.md (and the OpenAPI description): "Words are split at spaces and punctuation", and
-/// API.md 3.2 "every word must match": the words after a `.`, `/` or `@` of a text are words too.
+/// the contract's "every word must match": the words after a `.`, `/` or `@` of a text are words too.
 /// PostgreSQL's text-search parser keeps `8.30` (a decimal), `ja/nein` (a path), an e-mail address
 /// and a host name as single tokens, so only their first part is found (and that as a prefix).
 #[tokio::test]
