@@ -6,6 +6,7 @@ mod articles;
 mod cancellation;
 mod commands;
 mod comments;
+mod contract_review_edges;
 mod contract_review_reads;
 mod contract_review_writes;
 mod counts;
