@@ -347,3 +347,127 @@ async fn one_callers_repeated_posts_at_once_answer_alike() {
         }
     }
 }
+
+/// "A request is judged in this order: route (404), method (405), token (401/403), then body"
+/// (docs/conventions.md): a bad token does not hide an unknown route or a wrong method.
+#[tokio::test]
+async fn route_and_method_are_judged_before_the_token() {
+    let app = spawn_with_fixture().await;
+    let with_bad_token = |method: Method, path: &str| {
+        app.client
+            .request(method, app.url(path))
+            .bearer_auth("not.a.token")
+            .send()
+    };
+    assert_problem(
+        with_bad_token(Method::GET, "/no-such-route").await.unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    assert_problem(
+        with_bad_token(Method::PUT, "/articles/art-1/like")
+            .await
+            .unwrap(),
+        405,
+        "method_not_allowed",
+    )
+    .await;
+}
+
+/// The feed is ordered like the article list: newest first, ties by id descending, and a walk
+/// by cursor one article at a time crosses the tie without repeating or skipping.
+#[tokio::test]
+async fn the_feed_breaks_ties_like_the_article_list() {
+    let app = spawn_with_fixture().await;
+    app.post("/organizations/org-a/follow", "me").await;
+    app.post("/organizations/org-b/follow", "me").await;
+    let expected = ["art-4", "art-3", "art-2", "art-1", "art-5"];
+    assert_eq!(ids(&app.get_json("/me/feed", Some("me")).await), expected);
+    let mut walked = Vec::new();
+    let mut path = "/me/feed?limit=1".to_owned();
+    loop {
+        let page = app.get_json(&path, Some("me")).await;
+        walked.extend(ids(&page));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/me/feed?limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(walked, expected);
+}
+
+/// `q` is 1..=200 characters after trimming, counted in code points: Unicode white space around
+/// it (U+3000, U+00A0) is trimmed before counting, and white space alone is 400.
+#[tokio::test]
+async fn search_q_is_trimmed_of_unicode_white_space_before_it_is_counted() {
+    let app = spawn_with_fixture().await;
+    let encode = |s: &str| -> String { s.bytes().map(|b| format!("%{b:02X}")).collect() };
+    let longest = "😀".repeat(200);
+    let padded = format!("\u{3000}\u{a0}{longest}\u{3000}");
+    assert_eq!(
+        app.get(&format!("/search?q={}", encode(&padded)), None)
+            .await
+            .status(),
+        200
+    );
+    let too_long = format!("{longest}😀");
+    assert_problem(
+        app.get(&format!("/search?q={}", encode(&too_long)), None)
+            .await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    assert_problem(
+        app.get(&format!("/search?q={}", encode("\u{3000}\u{a0}")), None)
+            .await,
+        400,
+        "invalid_query",
+    )
+    .await;
+}
+
+/// A sane `x-request-id` of the longest accepted length comes back unchanged.
+#[tokio::test]
+async fn a_long_plain_request_id_is_kept() {
+    let app = spawn_with_fixture().await;
+    let id = format!("trace-{}", "0123456789abcdef".repeat(7));
+    let response = app
+        .client
+        .get(app.url("/articles/art-1"))
+        .header("x-request-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"].to_str().unwrap(), id);
+}
+
+/// Like, bookmark and follow take no body; one sent anyway is still a JSON body, and for every
+/// JSON body the contract says "Unknown JSON fields are rejected: 422 `validation_failed`" (in
+/// docs/conventions.md: "Unknown fields are refused") and lists 400 for bad JSON syntax. The
+/// service (docs/conventions.md, "is read and ignored") throws such a body away unparsed, so
+/// `POST /like {"liked": false}` answers `liked: true` and `not json` answers 200.
+#[tokio::test]
+#[ignore = "bug: a body sent to like/bookmark/follow is never parsed: unknown fields and bad JSON syntax answer 200"]
+async fn a_body_sent_to_a_toggle_is_still_judged_as_json() {
+    let app = spawn_with_fixture().await;
+    let send = |body: &'static str| {
+        app.client
+            .post(app.url("/articles/art-1/like"))
+            .bearer_auth(token("u"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(send("{}").await.unwrap().status(), 200);
+    let problem = assert_problem(
+        send(r#"{"liked": false}"#).await.unwrap(),
+        422,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(problem["errors"][0]["field"], "liked");
+    assert_problem(send("not json").await.unwrap(), 400, "malformed_json").await;
+    assert_problem(send("[]").await.unwrap(), 422, "validation_failed").await;
+}
