@@ -395,3 +395,66 @@ async fn unknown_routes_and_request_ids() {
     let id = response.headers()["x-request-id"].to_str().unwrap();
     assert!(!id.is_empty() && id != insane, "replaced: {id}");
 }
+
+/// Every problem is `application/problem+json` with `type`, `title`, `status`, `code` and the
+/// `request_id` that the `x-request-id` header carries, whichever layer refused the request.
+#[tokio::test]
+async fn every_problem_carries_its_request_id() {
+    let app = spawn_with_fixture().await;
+    let bearer = token("u");
+    let requests = [
+        app.client.get(format!("{}/nowhere", app.address)),
+        app.client.get(app.url("/articles/nope")),
+        app.client.get(app.url("/articles?limit=0")),
+        app.client.delete(app.url("/articles")),
+        app.client.get(app.url("/me/feed")),
+        app.client
+            .post(app.url("/comments"))
+            .bearer_auth(&bearer)
+            .header("content-type", "text/plain")
+            .body("x"),
+        app.client
+            .post(app.url("/comments"))
+            .bearer_auth(&bearer)
+            .header("content-type", "application/json")
+            .body("{"),
+        app.client
+            .post(app.url("/comments"))
+            .bearer_auth(&bearer)
+            .json(&json!({"text": 1})),
+        app.client
+            .post(app.url("/comments"))
+            .bearer_auth(&bearer)
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"text":"{}"}}"#, "a".repeat(200 * 1024))),
+    ];
+    for request in requests {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        assert!(status >= 400, "{status}");
+        let header = response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let content_type = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            content_type.starts_with("application/problem+json"),
+            "{status}: {content_type}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["request_id"], header.as_str(), "{body}");
+        assert_eq!(body["status"], status, "{body}");
+        assert_eq!(body["type"], "about:blank", "{body}");
+        assert!(
+            body["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{body}"
+        );
+        assert!(
+            body["code"].as_str().is_some_and(|c| !c.is_empty()),
+            "{body}"
+        );
+    }
+}

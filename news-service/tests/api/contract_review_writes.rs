@@ -399,3 +399,85 @@ async fn removing_what_was_never_there_and_unknown_targets() {
     }
     assert_eq!(app.count("SELECT count(*) FROM likes").await, 1);
 }
+
+/// "`next_offset` is null when there is nothing after this page" and `next_cursor` is "null at
+/// the end": a page that ends exactly at the last item has neither, on every list.
+#[tokio::test]
+async fn a_page_ending_on_the_last_item_says_so_on_every_list() {
+    let app = spawn_with_fixture().await;
+    for article in ["art-1", "art-2", "art-3"] {
+        app.post(&format!("/articles/{article}/bookmark"), "u")
+            .await;
+    }
+    app.post("/organizations/org-b/follow", "u").await;
+    create(&app, json!({"article_id": "art-1", "text": "one"})).await;
+    create(&app, json!({"article_id": "art-1", "text": "two"})).await;
+    let lists = [
+        ("/articles?limit=5", 5),
+        ("/articles?organization_id=org-a&limit=3", 3),
+        ("/organizations?limit=3", 3),
+        ("/journalists?limit=3", 3),
+        ("/journalists?organization_id=org-a&limit=2", 2),
+        ("/articles/art-1/comments?limit=2", 2),
+        ("/me/bookmarks?limit=3", 3),
+        ("/me/feed?limit=2", 2),
+    ];
+    for (list, total) in lists {
+        let page = app.get_json(list, Some("u")).await;
+        assert_eq!(page["count"], total, "{list}: {page}");
+        assert_eq!(page["next_offset"], Value::Null, "{list}");
+        assert_eq!(page["next_cursor"], Value::Null, "{list}");
+        let shorter = app.get_json(&format!("{list}&offset=1"), Some("u")).await;
+        assert_eq!(shorter["count"], total - 1, "{list}");
+        assert_eq!(shorter["next_offset"], Value::Null, "{list}");
+    }
+    let search = app.get_json("/search?q=title&limit=5", None).await;
+    assert_eq!(search["count"], 5);
+    assert_eq!(search["next_cursor"], Value::Null, "{search}");
+}
+
+/// Bookmarks are "most recently bookmarked first": removing a bookmark and adding it again makes
+/// it the most recent one; repeating a POST does not (it is the same bookmark).
+#[tokio::test]
+async fn a_bookmark_taken_back_and_made_again_is_the_most_recent() {
+    let app = spawn_with_fixture().await;
+    for article in ["art-1", "art-2", "art-3"] {
+        app.post(&format!("/articles/{article}/bookmark"), "u")
+            .await;
+    }
+    assert_eq!(
+        ids(&app.get_json("/me/bookmarks", Some("u")).await),
+        ["art-3", "art-2", "art-1"]
+    );
+    app.delete("/articles/art-1/bookmark", "u").await;
+    app.post("/articles/art-1/bookmark", "u").await;
+    assert_eq!(
+        ids(&app.get_json("/me/bookmarks", Some("u")).await),
+        ["art-1", "art-3", "art-2"]
+    );
+    app.delete("/articles/art-2/bookmark", "u").await;
+    let page = app.get_json("/me/bookmarks", Some("u")).await;
+    assert_eq!(ids(&page), ["art-1", "art-3"]);
+    assert_eq!(page["data"][0]["bookmark_count"], 1);
+}
+
+/// Timestamps are "RFC 3339 in UTC with a `Z`", whatever offset the pipeline wrote them with.
+#[tokio::test]
+async fn published_at_is_utc_with_z_whatever_was_written() {
+    let app = spawn_with_fixture().await;
+    let pipeline = crate::helpers::pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(
+        "INSERT INTO articles (id, title, summary, body, url, published_at, organization_id, journalist_id) \
+         VALUES ('art-tz', 'Zoned', 'S', 'B', 'u', '2026-02-01T10:00:00.5+02:00', 'org-a', 'jrn-1')",
+    )
+    .execute(&pipeline)
+    .await
+    .unwrap();
+    let article = app.get_json("/articles/art-tz", None).await;
+    let published = article["published_at"].as_str().unwrap();
+    assert!(
+        published.starts_with("2026-02-01T08:00:00.5"),
+        "{published}"
+    );
+    assert!(published.ends_with('Z'), "{published}");
+}
