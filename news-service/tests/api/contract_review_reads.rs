@@ -232,6 +232,12 @@ async fn every_anonymous_read_is_cacheable_and_every_personal_one_is_not() {
             .unwrap();
         assert_eq!(revalidated.status(), 304, "{path}");
         assert_eq!(
+            revalidated.headers()["cache-control"],
+            "public, max-age=30",
+            "{path}"
+        );
+        assert!(revalidated.headers().contains_key("x-request-id"), "{path}");
+        assert_eq!(
             revalidated.headers()["etag"].to_str().unwrap(),
             etag,
             "{path}"
