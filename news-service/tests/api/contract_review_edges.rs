@@ -471,3 +471,42 @@ async fn a_body_sent_to_a_toggle_is_still_judged_as_json() {
     assert_problem(send("not json").await.unwrap(), 400, "malformed_json").await;
     assert_problem(send("[]").await.unwrap(), 422, "validation_failed").await;
 }
+
+/// Web-search syntax is forgiving: stray quotes, operators of PostgreSQL's own query syntax, lone
+/// `OR` or `-`, punctuation and emoji are 200 with the search's shape, never a 4xx or 5xx; a
+/// query of stop words or operators only matches nothing.
+#[tokio::test]
+async fn odd_search_queries_are_answered_not_refused() {
+    let app = spawn_with_fixture().await;
+    let encode = |s: &str| -> String { s.bytes().map(|b| format!("%{b:02X}")).collect() };
+    let cases: [(&str, usize); 14] = [
+        ("\"", 0),
+        ("\"\"", 0),
+        ("\"title", 5),
+        ("title\"", 5),
+        ("&|!():*<->", 0),
+        ("title:*", 5),
+        ("'", 0),
+        ("\\", 0),
+        ("😀", 0),
+        ("OR", 0),
+        ("OR title", 5),
+        ("title OR", 5),
+        ("title -", 5),
+        ("the of and", 0),
+    ];
+    for (q, matches) in cases {
+        let response = app.get(&format!("/search?q={}", encode(q)), None).await;
+        assert_eq!(response.status(), 200, "{q:?}");
+        let page: Value = response.json().await.unwrap();
+        assert_eq!(page["count"], matches, "{q:?}: {page}");
+        for key in ["data", "count", "next_cursor", "suggestion"] {
+            assert!(page.get(key).is_some(), "{q:?}: {key} in {page}");
+        }
+    }
+    let page = app
+        .get_json(&format!("/search?q={}", encode("titel summry")), None)
+        .await;
+    assert_eq!(page["count"], 0);
+    assert_eq!(page["suggestion"], "title summary");
+}
