@@ -22,6 +22,6 @@ pub use auth::error::AuthError;
 pub use auth::extract::{OptionalCaller, RequiredCaller};
 pub use auth::verify::{AuthConfig, Verifier, bearer_token};
 pub use http::codes::{ErrorCode, SharedCode};
-pub use http::json::{Json, Query};
+pub use http::json::{FieldRules, Json, Query};
 pub use http::paging::{Page, PageQuery, Paging};
 pub use http::problem::{FieldError, Problem};

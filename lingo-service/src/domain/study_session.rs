@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, SubsecRound, TimeDelta, Timelike, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::{FieldError, Problem};
+use shared_auth::{FieldError, FieldRules, Problem};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -86,48 +86,65 @@ impl AnswerInput {
 
 /// The range rules of the contract, every bad field reported at once.
 pub fn validate(input: &StudySessionInput) -> std::result::Result<(), Problem> {
-    let mut errors = Vec::new();
-    if !(1..=MAX_DURATION_SECONDS).contains(&input.duration_seconds) {
-        errors.push(FieldError::new(
-            "duration_seconds",
-            format!("must be between 1 and {MAX_DURATION_SECONDS}"),
-        ));
-    }
-    if !(0..=MAX_PHRASES_SEEN).contains(&input.phrases_seen) {
-        errors.push(FieldError::new(
-            "phrases_seen",
-            format!("must be between 0 and {MAX_PHRASES_SEEN}"),
-        ));
-    }
-    if input.phrases_correct < 0 {
-        errors.push(FieldError::new("phrases_correct", "must be >= 0"));
-    } else if input.phrases_correct > input.phrases_seen {
-        errors.push(FieldError::new(
-            "phrases_correct",
-            "must be <= phrases_seen",
-        ));
-    }
-    let answers = input.answers.as_deref().unwrap_or_default();
-    if answers.len() > MAX_ANSWERS {
-        errors.push(FieldError::new(
-            "answers",
-            format!("must hold at most {MAX_ANSWERS} answers"),
-        ));
-    }
-    for (i, answer) in answers.iter().enumerate() {
-        if let Some(grade) = answer.grade
-            && !grade.agrees_with(answer.correct)
-        {
-            errors.push(FieldError::new(
-                format!("answers[{i}].grade"),
-                "must be `again` exactly when `correct` is false",
-            ));
-        }
-    }
+    let errors = input.broken_rules(&|_| false);
     if !errors.is_empty() {
         return Err(Problem::validation(errors));
     }
     answers_match_counts(input)
+}
+
+impl FieldRules for StudySessionInput {
+    fn broken_rules(&self, stand_in: &dyn Fn(&str) -> bool) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if !stand_in("duration_seconds")
+            && !(1..=MAX_DURATION_SECONDS).contains(&self.duration_seconds)
+        {
+            errors.push(FieldError::new(
+                "duration_seconds",
+                format!("must be between 1 and {MAX_DURATION_SECONDS}"),
+            ));
+        }
+        if !stand_in("phrases_seen") && !(0..=MAX_PHRASES_SEEN).contains(&self.phrases_seen) {
+            errors.push(FieldError::new(
+                "phrases_seen",
+                format!("must be between 0 and {MAX_PHRASES_SEEN}"),
+            ));
+        }
+        if !stand_in("phrases_correct") && self.phrases_correct < 0 {
+            errors.push(FieldError::new("phrases_correct", "must be >= 0"));
+        } else if !stand_in("phrases_correct")
+            && !stand_in("phrases_seen")
+            && self.phrases_correct > self.phrases_seen
+        {
+            errors.push(FieldError::new(
+                "phrases_correct",
+                "must be <= phrases_seen",
+            ));
+        }
+        let answers = self.answers.as_deref().unwrap_or_default();
+        if !stand_in("answers") && answers.len() > MAX_ANSWERS {
+            errors.push(FieldError::new(
+                "answers",
+                format!("must hold at most {MAX_ANSWERS} answers"),
+            ));
+        }
+        for (i, answer) in answers.iter().enumerate() {
+            if answer
+                .grade
+                .is_none_or(|grade| grade.agrees_with(answer.correct))
+            {
+                continue;
+            }
+            let grade_field = format!("answers[{i}].grade");
+            if !stand_in(&grade_field) && !stand_in(&format!("answers[{i}].correct")) {
+                errors.push(FieldError::new(
+                    grade_field,
+                    "must be `again` exactly when `correct` is false",
+                ));
+            }
+        }
+        errors
+    }
 }
 
 /// With `answers`, the counts must be theirs (422 `answers_mismatch`, naming each count that is

@@ -416,7 +416,7 @@ async fn a_leap_second_studied_at_stays_on_its_utc_day() {
 async fn several_missing_mistyped_or_unknown_fields_are_all_named() {
     let app = spawn_app().await;
     let learner = token("review-each-field");
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 6] = [
         (
             "{}",
             &[
@@ -434,11 +434,17 @@ async fn several_missing_mistyped_or_unknown_fields_are_all_named() {
             r#"{"duration_seconds": "60", "phrases_seen": "1", "phrases_correct": 0, "language_code": 5}"#,
             &["duration_seconds", "phrases_seen", "language_code"],
         ),
-        // The shape first, then the values (docs/conventions.md): with a mistyped field, one
-        // out of range (`phrases_seen: -1`, an integer) waits for the next answer.
+        // A mistyped field and values out of range, named together (`phrases_correct` as on a
+        // body of the right shape: it exceeds `phrases_seen`).
         (
             r#"{"duration_seconds": "60", "phrases_seen": -1, "phrases_correct": 0, "language_code": "es"}"#,
-            &["duration_seconds"],
+            &["duration_seconds", "phrases_seen", "phrases_correct"],
+        ),
+        // A rule that reads a field the client got wrong is not judged on a stand-in for it:
+        // `phrases_seen` mistyped names no `phrases_correct` error.
+        (
+            r#"{"duration_seconds": 0, "phrases_seen": "5", "phrases_correct": 3, "language_code": "es"}"#,
+            &["duration_seconds", "phrases_seen"],
         ),
         (
             r#"{"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1, "language_code": "es",

@@ -5,7 +5,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::{Json, OptionalCaller, Problem, Query, RequiredCaller};
+use shared_auth::{FieldError, FieldRules, Json, OptionalCaller, Problem, Query, RequiredCaller};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -57,6 +57,15 @@ pub struct CommentInput {
     /// comment's id (a non-UUID included) is `unknown_parent`.
     #[serde(default)]
     parent_id: Option<String>,
+}
+
+impl FieldRules for CommentInput {
+    fn broken_rules(&self, stand_in: &dyn Fn(&str) -> bool) -> Vec<FieldError> {
+        match validate_text(&self.text) {
+            Err(error) if !stand_in("text") => vec![error],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// An article's comments in thread order: each top-level comment oldest first, followed

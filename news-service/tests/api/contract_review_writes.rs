@@ -487,7 +487,6 @@ async fn published_at_is_utc_with_z_whatever_was_written() {
 /// first and answers only the shape errors (docs/conventions.md: "Fix the shape, and the next
 /// answer names any bad values"), so a client fixing the named field meets a second 422.
 #[tokio::test]
-#[ignore = "bug: a shape error hides a bad text value: one 422 does not name every bad field"]
 async fn a_shape_error_and_a_blank_text_are_named_together() {
     let app = spawn_with_fixture().await;
     let cases = [

@@ -17,6 +17,17 @@ use crate::http::stack::MAX_BODY_BYTES;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
+/// The rules of a request type's values (ranges, lengths, fields that must agree). For a body
+/// whose shape is wrong, [`Json`] names the fields that break them in the same 422 as the
+/// shape's errors (contract: "one entry per bad field"); on a body of the right shape the
+/// handler checks them itself, as before.
+pub trait FieldRules {
+    /// Every field whose value breaks a rule. `stand_in(field)` is true for a field whose value
+    /// is not the client's (the shape check put a value of the right kind there to read on): a
+    /// rule that reads one is left out, so that no field is named for a value nobody sent.
+    fn broken_rules(&self, stand_in: &dyn Fn(&str) -> bool) -> Vec<FieldError>;
+}
+
 /// Whether `headers` declare a JSON body (`application/json` or `application/*+json`).
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
@@ -68,7 +79,7 @@ async fn read_within_limit<S: Send + Sync>(request: Request, state: &S) -> Resul
 
 impl<T, S> FromRequest<S> for Json<T>
 where
-    T: DeserializeOwned,
+    T: DeserializeOwned + FieldRules,
     S: Send + Sync,
 {
     type Rejection = Problem;
@@ -140,7 +151,7 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
 /// reads every member it is given (`deny_unknown_fields`, as request types must): the one
 /// difference is a member `T` skips unread, where the direct parse does not check a number's
 /// range nor a string's escapes (`1e999`, a lone `\ud800`) and the checked one does.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+pub fn parse_json<T: DeserializeOwned + FieldRules>(bytes: &[u8]) -> Result<T, Problem> {
     let is_object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     if is_object && let Ok(value) = serde_json::from_slice(bytes) {
         return Ok(value);
@@ -152,7 +163,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
 /// first (400 for bad syntax, 422 for a number out of range or a body that is not an object),
 /// then into `T`: 422 naming every field that does not fit by its path (the first as serde
 /// reports it, every unknown member of the top level, then [`later_bad_fields`]).
-fn parse_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+fn parse_checked<T: DeserializeOwned + FieldRules>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(empty_body());
     }
@@ -185,8 +196,15 @@ fn parse_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
             }
             _ => vec![field_error(&path, &message)],
         };
-        for field in later_bad_fields::<T>(value) {
+        let reading = later_bad_fields::<T>(value);
+        for field in reading.fields {
             push_once(&mut fields, field);
+        }
+        if let Some(fitted) = reading.fitted {
+            let stand_in = |field: &str| reading.stand_ins.iter().any(|path| path == field);
+            for field in fitted.broken_rules(&stand_in) {
+                push_once(&mut fields, field);
+            }
         }
         Problem::validation(fields)
     })
@@ -196,20 +214,39 @@ fn parse_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
 /// deserialization of it, on bodies that are refused anyway).
 const MAX_READINGS: usize = 24;
 
+/// What [`later_bad_fields`] found: the bad fields, and the body as `T` once it fits (with the
+/// paths of the fields given stand-ins), if it came to fit.
+struct Reading<T> {
+    fields: Vec<FieldError>,
+    fitted: Option<T>,
+    stand_ins: Vec<String>,
+}
+
 /// The bad fields of `value` past the first (contract: "one entry per bad field"). serde stops
 /// at the first field that does not fit `T`, so after naming one this puts in its place a value
 /// of a kind it accepts (or takes an unknown member out) and reads again, until `T` fits, no
-/// stand-in fits, or [`MAX_READINGS`] are spent. Only the fields' names and messages are kept.
-fn later_bad_fields<T: DeserializeOwned>(mut value: serde_json::Value) -> Vec<FieldError> {
-    let mut fields = Vec::new();
+/// stand-in fits, or [`MAX_READINGS`] are spent.
+fn later_bad_fields<T: DeserializeOwned>(mut value: serde_json::Value) -> Reading<T> {
+    let mut reading = Reading {
+        fields: Vec::new(),
+        fitted: None,
+        stand_ins: Vec::new(),
+    };
     let mut readings = 0;
     while readings < MAX_READINGS {
         readings += 1;
-        let Err(error) = serde_path_to_error::deserialize::<_, T>(&value) else {
-            break;
+        let error = match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(fitted) => {
+                reading.fitted = Some(fitted);
+                break;
+            }
+            Err(error) => error,
         };
         let (path, message) = (error.path().clone(), error.into_inner().to_string());
-        push_once(&mut fields, field_error(&path.to_string(), &message));
+        push_once(
+            &mut reading.fields,
+            field_error(&path.to_string(), &message),
+        );
         let Some(slot) = BadSlot::of(&path, &message) else {
             break;
         };
@@ -227,11 +264,14 @@ fn later_bad_fields<T: DeserializeOwned>(mut value: serde_json::Value) -> Vec<Fi
             }
         });
         match stand_in {
-            Some(stand_in) => slot.put(&mut value, stand_in),
+            Some(stand_in) => {
+                slot.put(&mut value, stand_in);
+                reading.stand_ins.push(slot.field_path());
+            }
             None => break,
         }
     }
-    fields
+    reading
 }
 
 /// Values to try in place of a bad or missing field: the first variant serde expected in place of
@@ -518,6 +558,12 @@ mod tests {
         name: String,
     }
 
+    impl FieldRules for Input {
+        fn broken_rules(&self, _: &dyn Fn(&str) -> bool) -> Vec<FieldError> {
+            Vec::new()
+        }
+    }
+
     fn field_of(result: Result<Input, Problem>) -> (u16, String, String) {
         let problem = result.unwrap_err();
         let field = problem
@@ -657,6 +703,35 @@ mod tests {
                 r#"invalid type: string "x", expected an integer"#.to_owned()
             )]
         );
+        // The values' rules join the shape's errors, on the client's own values only: a bad
+        // `language` is named beside an unknown member and a mistyped answer...
+        assert_eq!(
+            fields(r#"{"seconds":1,"language":"","mood":1,"answers":[{"id":"a","correct":1}]}"#),
+            [
+                (
+                    "answers[0].correct".to_owned(),
+                    "invalid type: integer `1`, expected a boolean".to_owned()
+                ),
+                ("language".to_owned(), "must not be empty".to_owned()),
+                ("mood".to_owned(), "is not an accepted field".to_owned()),
+            ]
+        );
+        assert_eq!(
+            named(
+                r#"{"seconds":-1,"language":"es","mood":1,"answers":[{"id":"a","correct":true}]}"#
+            ),
+            ["answers", "mood"]
+        );
+        // ... but a rule reading a stand-in (here `seconds`, missing: its stand-in 0 would break
+        // the rule) is left out.
+        assert_eq!(
+            named(r#"{"language":"","answers":[{"id":"a","correct":true}]}"#),
+            ["language", "seconds"]
+        );
+        assert_eq!(
+            fields(r#"{"language":"es","answers":[{"id":"a","correct":true}]}"#),
+            [("seconds".to_owned(), "is required".to_owned())]
+        );
         // A body with more bad fields than readings allowed still names the first ones.
         let many: Vec<String> = (0..200)
             .map(|i| format!(r#"{{"id":{i},"correct":1}}"#))
@@ -720,6 +795,25 @@ mod tests {
     enum Grade {
         Again,
         Good,
+    }
+
+    /// A rule of one field (`language` not empty) and one of two (`answers` only with a positive
+    /// `seconds`), as request types have.
+    impl FieldRules for Session {
+        fn broken_rules(&self, stand_in: &dyn Fn(&str) -> bool) -> Vec<FieldError> {
+            let mut broken = Vec::new();
+            if !stand_in("language") && self.language.is_empty() {
+                broken.push(FieldError::new("language", "must not be empty"));
+            }
+            let answered = self
+                .answers
+                .as_ref()
+                .is_some_and(|answers| !answers.is_empty());
+            if !stand_in("seconds") && !stand_in("answers") && answered && self.seconds < 1 {
+                broken.push(FieldError::new("answers", "need a positive `seconds`"));
+            }
+            broken
+        }
     }
 
     type Outcome = Result<Session, (u16, String, Option<String>, Vec<FieldError>)>;
