@@ -4,48 +4,29 @@
 //! field listed, `studied_at` offsets, precision and formats, odd phrase ids, idempotency with
 //! answers and after refusals, the 128 KiB limit to the byte, request ids, tokens at the service).
 
-use chrono::{DateTime, Duration, DurationRound, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 use shared_auth::testing::{default_claims, token, token_with_claims, token_with_scope};
 
-use crate::helpers::{TestApp, assert_problem, assert_timestamp, spawn_app};
+use crate::helpers::{
+    TestApp, answered_session, assert_problem, assert_timestamp, now_seconds,
+    post_created as created, rfc3339, spawn_app,
+};
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
 
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn now_seconds() -> DateTime<Utc> {
-    Utc::now()
-        .duration_trunc(Duration::seconds(1))
-        .expect("truncates")
-}
-
 /// A session whose counts are those of `answers` (`(phrase_id, correct)`), all in Spanish.
 fn answered(answers: &[(&str, bool)]) -> Value {
-    let list: Vec<Value> = answers
+    let ungraded: Vec<(&str, bool, Option<&str>)> = answers
         .iter()
-        .map(|(phrase, correct)| json!({"phrase_id": phrase, "correct": correct}))
+        .map(|&(phrase, correct)| (phrase, correct, None))
         .collect();
-    json!({
-        "duration_seconds": 120,
-        "phrases_seen": answers.len(),
-        "phrases_correct": answers.iter().filter(|a| a.1).count(),
-        "language_code": "es",
-        "answers": list,
-    })
+    answered_session("es", None, &ungraded)
 }
 
 async fn post(app: &TestApp, learner: &str, body: &str, key: Option<&str>) -> reqwest::Response {
     app.post_raw(SESSIONS, learner, body, key).await
-}
-
-async fn created(app: &TestApp, learner: &str, body: &Value) -> Value {
-    let response = app.post_session(learner, body).await;
-    assert_eq!(response.status(), 201, "{body}");
-    response.json().await.unwrap()
 }
 
 /// The `errors[].field`s of a problem, in order.

@@ -4,11 +4,14 @@
 //! forgetting curve, streaks across midnight and filled by a late session, search lengths in
 //! code points.
 
-use chrono::{DateTime, Duration, DurationRound, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
-use crate::helpers::{TestApp, assert_problem, key_set, keys, spawn_app, spawn_app_unseeded};
+use crate::helpers::{
+    TestApp, answered_session, assert_problem, key_set, keys, post_created as post_ok, rfc3339,
+    spawn_app, spawn_app_unseeded,
+};
 use crate::search::{add_languages, add_phrase, pipeline};
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
@@ -16,36 +19,16 @@ const MY_PHRASES: &str = "/v1/lingo/me/phrases";
 const REVIEWS: &str = "/v1/lingo/me/reviews";
 const EXPORT: &str = "/v1/lingo/analytics/phrase-progress";
 
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 fn today() -> DateTime<Utc> {
     Utc::now().duration_trunc(Duration::days(1)).expect("day")
 }
 
 fn answered(language: &str, at: Option<DateTime<Utc>>, answers: &[(&str, bool)]) -> Value {
-    let list: Vec<Value> = answers
+    let ungraded: Vec<(&str, bool, Option<&str>)> = answers
         .iter()
-        .map(|(phrase, correct)| json!({"phrase_id": phrase, "correct": correct}))
+        .map(|&(phrase, correct)| (phrase, correct, None))
         .collect();
-    let mut body = json!({
-        "duration_seconds": 120,
-        "phrases_seen": answers.len(),
-        "phrases_correct": answers.iter().filter(|a| a.1).count(),
-        "language_code": language,
-        "answers": list,
-    });
-    if let Some(at) = at {
-        body["studied_at"] = json!(rfc3339(at));
-    }
-    body
-}
-
-async fn post_ok(app: &TestApp, learner: &str, body: &Value) -> Value {
-    let response = app.post_session(learner, body).await;
-    assert_eq!(response.status(), 201, "{body}");
-    response.json().await.unwrap()
+    answered_session(language, at, &ungraded)
 }
 
 async fn get_ok(app: &TestApp, path: &str, learner: &str) -> Value {

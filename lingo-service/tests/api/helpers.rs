@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
+use chrono::{DateTime, DurationRound, SecondsFormat, TimeDelta, Utc};
 use lingo_service::{Application, ServeConfig};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
-use serde_json::Value;
+use serde_json::{Value, json};
 use shared_auth::testing::{TestDatabase, auth_config};
 use sqlx::PgConnection;
 
@@ -150,6 +151,52 @@ impl TestApp {
             .await
             .unwrap()
     }
+}
+
+/// `at` as the API writes timestamps: RFC 3339, whole seconds, `Z`.
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Now, to the whole second (what the API shows of a time).
+pub fn now_seconds() -> DateTime<Utc> {
+    Utc::now()
+        .duration_trunc(TimeDelta::seconds(1))
+        .expect("truncates")
+}
+
+/// A session body in `language` whose counts are those of `answers` (`(phrase_id, correct,
+/// grade)`), at `studied_at` when given.
+pub fn answered_session(
+    language: &str,
+    studied_at: Option<DateTime<Utc>>,
+    answers: &[(&str, bool, Option<&str>)],
+) -> Value {
+    let list: Vec<Value> = answers
+        .iter()
+        .map(|(phrase, correct, grade)| match grade {
+            Some(grade) => json!({"phrase_id": phrase, "correct": correct, "grade": grade}),
+            None => json!({"phrase_id": phrase, "correct": correct}),
+        })
+        .collect();
+    let mut body = json!({
+        "duration_seconds": 120,
+        "phrases_seen": answers.len(),
+        "phrases_correct": answers.iter().filter(|a| a.1).count(),
+        "language_code": language,
+        "answers": list,
+    });
+    if let Some(at) = studied_at {
+        body["studied_at"] = json!(rfc3339(at));
+    }
+    body
+}
+
+/// Posts the session `body` with the token `learner`; 201 or panic. Returns the answer.
+pub async fn post_created(app: &TestApp, learner: &str, body: &Value) -> Value {
+    let response = app.post_session(learner, body).await;
+    assert_eq!(response.status(), 201, "{body}");
+    response.json().await.unwrap()
 }
 
 pub fn session(language: &str, duration: i64, seen: i64, correct: i64) -> Value {

@@ -8,56 +8,14 @@ use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
 use crate::helpers::{
-    TestApp, assert_problem, assert_timestamp, key_set, keys, move_into_the_past, spawn_app,
-    stored_states,
+    TestApp, answered_session as answered, assert_problem, assert_timestamp, key_set, keys,
+    move_into_the_past, now_seconds, post_created as post_ok, rfc3339, spawn_app, stored_states,
 };
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
 const MY_PHRASES: &str = "/v1/lingo/me/phrases";
 const REVIEWS: &str = "/v1/lingo/me/reviews";
 const EXPORT: &str = "/v1/lingo/analytics/phrase-progress";
-
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-fn now_seconds() -> DateTime<Utc> {
-    Utc::now()
-        .duration_trunc(Duration::seconds(1))
-        .expect("truncates")
-}
-
-/// A session body whose counts are those of `answers` (`(phrase_id, correct, grade)`).
-fn answered(
-    language: &str,
-    studied_at: Option<DateTime<Utc>>,
-    answers: &[(&str, bool, Option<&str>)],
-) -> Value {
-    let list: Vec<Value> = answers
-        .iter()
-        .map(|(phrase, correct, grade)| match grade {
-            Some(grade) => json!({"phrase_id": phrase, "correct": correct, "grade": grade}),
-            None => json!({"phrase_id": phrase, "correct": correct}),
-        })
-        .collect();
-    let mut body = json!({
-        "duration_seconds": 120,
-        "phrases_seen": answers.len(),
-        "phrases_correct": answers.iter().filter(|a| a.1).count(),
-        "language_code": language,
-        "answers": list,
-    });
-    if let Some(at) = studied_at {
-        body["studied_at"] = json!(rfc3339(at));
-    }
-    body
-}
-
-async fn post_ok(app: &TestApp, learner: &str, body: &Value) -> Value {
-    let response = app.post_session(learner, body).await;
-    assert_eq!(response.status(), 201, "{body}");
-    response.json().await.unwrap()
-}
 
 async fn get_json(app: &TestApp, path: &str, learner: &str) -> Value {
     let response = app.get(path, Some(learner)).await;
