@@ -160,6 +160,30 @@ async fn stored_translation_counts_follow_every_write_of_the_pipeline() {
     assert_counts(&app, &[("es-2", 0), ("es-3", 0)], "a truncate").await;
 }
 
+/// `first_sql` in a transaction of `first` that stays open, then `second_sql` in one of
+/// `second`, which waits for `first`'s lock; `first` commits, then `second`. Returns `second`.
+async fn race(
+    app: &TestApp,
+    first: &mut PgConnection,
+    first_sql: &str,
+    mut second: PgConnection,
+    second_sql: &'static str,
+) -> PgConnection {
+    run(first, "BEGIN").await;
+    run(first, first_sql).await;
+    run(&mut second, "BEGIN").await;
+    let second_write = tokio::spawn(async move {
+        // (A prepared statement: a raw one's future is not `Send` enough for a task.)
+        sqlx::query(second_sql).execute(&mut second).await.unwrap();
+        second
+    });
+    until_one_waits_for_a_lock(app).await;
+    run(first, "COMMIT").await;
+    let mut second = second_write.await.unwrap();
+    run(&mut second, "COMMIT").await;
+    second
+}
+
 /// Waits until some backend of this test's database waits for a lock.
 async fn until_one_waits_for_a_lock(app: &TestApp) {
     let mut admin = app.admin().await;
@@ -195,48 +219,26 @@ async fn two_transactions_adding_translations_to_one_phrase_at_once_both_count()
     // and its refresh waits for the first's. The first commits; the second, counting after it,
     // must count both new rows.
     let mut first = pipeline(&app).await;
-    let mut second = pipeline(&app).await;
-    run(&mut first, "BEGIN").await;
-    run(
+    let second = pipeline(&app).await;
+    let second = race(
+        &app,
         &mut first,
         "INSERT INTO phrase_translations VALUES ('es-1', 'en', 'Hello')",
+        second,
+        "INSERT INTO phrase_translations VALUES ('es-1', 'de', 'Hallo')",
     )
     .await;
-    run(&mut second, "BEGIN").await;
-    let second_insert = tokio::spawn(async move {
-        // (A prepared statement: a raw one's future is not `Send` enough for a task.)
-        sqlx::query("INSERT INTO phrase_translations VALUES ('es-1', 'de', 'Hallo')")
-            .execute(&mut second)
-            .await
-            .unwrap();
-        second
-    });
-    until_one_waits_for_a_lock(&app).await;
-    run(&mut first, "COMMIT").await;
-    let mut second = second_insert.await.unwrap();
-    run(&mut second, "COMMIT").await;
     assert_counts(&app, &[("es-1", 3)], "two concurrent inserts").await;
 
     // The same with a delete racing an insert.
-    run(&mut first, "BEGIN").await;
-    run(
+    race(
+        &app,
         &mut first,
         "DELETE FROM phrase_translations WHERE phrase_id = 'es-1' AND language_code = 'en'",
+        second,
+        "INSERT INTO phrase_translations VALUES ('es-1', 'fr', 'Salut')",
     )
     .await;
-    run(&mut second, "BEGIN").await;
-    let second_insert = tokio::spawn(async move {
-        // (A prepared statement: a raw one's future is not `Send` enough for a task.)
-        sqlx::query("INSERT INTO phrase_translations VALUES ('es-1', 'fr', 'Salut')")
-            .execute(&mut second)
-            .await
-            .unwrap();
-        second
-    });
-    until_one_waits_for_a_lock(&app).await;
-    run(&mut first, "COMMIT").await;
-    let mut second = second_insert.await.unwrap();
-    run(&mut second, "COMMIT").await;
     assert_counts(&app, &[("es-1", 3)], "a delete racing an insert").await;
 }
 
