@@ -37,7 +37,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Deserialize)]
 struct Document {
     openapi: String,
-    paths: BTreeMap<String, PathItem>,
+    /// Path → path item, and specification extensions (`x-...`), which may hold anything.
+    paths: BTreeMap<String, serde_json::Value>,
     /// The default of every operation without its own `security`.
     #[serde(default)]
     security: Option<Vec<Requirement>>,
@@ -111,12 +112,17 @@ fn endpoints_of(document: &[u8], group: Group, only_group: bool) -> Result<Endpo
     }
     let mut endpoints = Endpoints::default();
     for (path, item) in &document.paths {
+        if path.starts_with("x-") {
+            continue;
+        }
         if !path.starts_with(group.prefix()) {
             if only_group {
                 continue;
             }
             return Err(Refused::WrongPrefix(path.clone()));
         }
+        let item =
+            PathItem::deserialize(item).map_err(|e| Refused::Invalid(format!("{path}: {e}")))?;
         for (name, operation) in &item.0 {
             let Some(method) = method_index(name).filter(|_| is_operation(name)) else {
                 continue;
@@ -368,6 +374,22 @@ mod tests {
             .add("/v1/news/a", index("post"), Access::Optional)
             .expect("ok");
         assert_eq!(endpoints, expected);
+    }
+
+    #[test]
+    fn specification_extensions_are_no_paths() {
+        let document = r#"{"openapi": "3.1.0", "x-owner": "news", "paths": {
+            "x-generated-by": {"tool": "utoipa"}, "x-count": 1,
+            "/v1/news/a": {"x-rate-class": "cheap", "get": {"x-internal": true}}}}"#;
+        let mut expected = Endpoints::default();
+        expected
+            .add(
+                "/v1/news/a",
+                method_index("get").expect("get"),
+                Access::Optional,
+            )
+            .expect("ok");
+        assert_eq!(news(document).expect("learned"), expected);
     }
 
     #[test]
