@@ -116,7 +116,9 @@ impl Proxy {
             }
         }
         if candidates.all_down {
-            // Marked down before, and still refusing: 503 until a probe finds one back.
+            // Every replica was marked down before, and refused again: 503 until a probe finds
+            // one back. (Otherwise some were available and every replica, those marked down
+            // included, refused this request: 502.)
             return Err(unavailable(label, group.all_down()));
         }
         Err(upstream_unavailable(

@@ -112,7 +112,7 @@ pub enum NoReplica {
 /// The replicas to try for one request, in order.
 pub struct Candidates {
     pub replicas: Vec<Arc<Replica>>,
-    /// Every replica is marked down: these are all of them, tried anyway (panic routing).
+    /// Every replica was marked down when the request came (panic routing).
     pub all_down: bool,
 }
 
@@ -140,30 +140,23 @@ impl UpstreamGroup {
         }
     }
 
-    /// The available replicas in the order to try them: round-robin start, then the others.
-    /// When none is available, all of them in that order, marked as a panic: a replica marked
-    /// down may be back already (the probe has not seen it yet), and trying costs a refused
-    /// connection where refusing without trying would cost the whole outage.
+    /// The replicas in the order to try them: the available ones (round-robin start, then the
+    /// others), then those marked down. A replica marked down may be back already (the probe has
+    /// not seen it yet), and trying it costs a refused connection where refusing without trying
+    /// would cost the whole outage: so they are tried when none is available (panic routing),
+    /// and after the available ones, when every one of those refuses the request.
     pub fn candidates(&self, now: Instant) -> Result<Candidates, NoReplica> {
         let count = self.replicas.len();
         if count == 0 {
             return Err(NoReplica::NoneConfigured);
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % count;
-        let ordered = || (0..count).map(|i| self.replicas[(start + i) % count].clone());
-        let available: Vec<Arc<Replica>> = ordered()
-            .filter(|replica| replica.is_available(now))
-            .collect();
-        if available.is_empty() {
-            return Ok(Candidates {
-                replicas: ordered().collect(),
-                all_down: true,
-            });
-        }
-        Ok(Candidates {
-            replicas: available,
-            all_down: false,
-        })
+        let (mut replicas, down): (Vec<Arc<Replica>>, Vec<Arc<Replica>>) = (0..count)
+            .map(|i| self.replicas[(start + i) % count].clone())
+            .partition(|replica| replica.is_available(now));
+        let all_down = replicas.is_empty();
+        replicas.extend(down);
+        Ok(Candidates { replicas, all_down })
     }
 
     /// Every replica was down and refused when tried anyway: retry once the next probe of a
@@ -315,8 +308,12 @@ mod tests {
         g.mark_refused(&g.replicas[0], now);
         let left = g.candidates(now).expect("one left");
         assert!(!left.all_down);
-        assert_eq!(left.replicas.len(), 1);
-        assert_eq!(left.replicas[0].base.port(), Some(9001));
+        let ports = |c: &Candidates| c.replicas.iter().map(|r| r.base.port()).collect::<Vec<_>>();
+        assert_eq!(
+            ports(&left),
+            [Some(9001), Some(9000)],
+            "the available replica first, the one marked down after it"
+        );
         g.mark_refused(&g.replicas[1], now + Duration::from_secs(3));
         let panic = g.candidates(now + Duration::from_secs(4)).expect("all");
         assert!(panic.all_down);
@@ -329,7 +326,7 @@ mod tests {
         );
         let back = g.candidates(now + Duration::from_secs(10)).expect("back");
         assert!(!back.all_down);
-        assert_eq!(back.replicas.len(), 1);
+        assert_eq!(ports(&back)[0], Some(9000), "the replica back comes first");
     }
 
     #[test]
