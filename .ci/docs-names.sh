@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The names that README.md, deploy/README.md and docs/*.md give a reader to type, against the
+# The names that README.md, deploy/README.md, .ci/README.md and docs/*.md give a reader to type, against the
 # binaries and the repository (deploy/check_manifests.py checks the manifests; nothing else checks
 # the prose):
 #   - every environment variable they name is one a binary accepts (`<binary> <subcommand> --help`
@@ -35,7 +35,7 @@ import sys
 
 root, bin_dir = sys.argv[1:]
 BINARIES = ("gateway", "lingo-service", "news-service")
-PAGES = ["README.md", "deploy/README.md"] + sorted(
+PAGES = ["README.md", "deploy/README.md", ".ci/README.md"] + sorted(
     "docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
 # Read outside clap, so absent from --help (as in deploy/check_manifests.py).
 OUTSIDE_CLAP, OUTSIDE_CLAP_PREFIX = {"RUST_LOG"}, "OTEL_"
