@@ -107,6 +107,7 @@ helps = {}     # sample name -> its family's HELP text (which lists some labels'
 declared = {}  # sample name -> binary, for families declared (# TYPE) whether or not they have samples
 families = {}  # histogram family name -> its sample names
 for binary in ("gateway", "lingo-service", "news-service"):
+    help_name = help_text = ""
     for line in open(os.path.join(scrapes, binary), encoding="utf-8"):
         if line.startswith("# HELP "):
             help_name, help_text = line.split(None, 3)[2:]
@@ -205,16 +206,17 @@ def group_start(toks, i):
 
 
 def promql_uses(expr, is_metric):
-    """[(metric, label names)] for each selector of a PromQL expression (or of the docs' notation
-    `name{label,label}`), with the labels of `by`/`without` added to the metrics they aggregate and
-    those of `on`/`ignoring`/`group_*` to every metric of the expression."""
+    """[(metric, label names, [(label, value) of its = and != matchers])] for each selector of a
+    PromQL expression (or of the docs' notation `name{label,label}`), with the labels of
+    `by`/`without` added to the metrics they aggregate and those of `on`/`ignoring`/`group_*` to
+    every metric of the expression."""
     toks = tokens(expr)
     clauses = {}  # index of a clause word -> index of the parenthesis closing its label list
     for i, t in enumerate(toks):
         if t in CLAUSES and toks[i + 1:i + 2] == ["("]:
             clauses[i] = group_end(toks, i + 1)
     in_clause = {j for i, close in clauses.items() for j in range(i, close + 1)}
-    metrics = []  # [token index, name, labels]
+    metrics = []  # [token index, name, labels, matchers]
     i = 0
     while i < len(toks):
         t = toks[i]
