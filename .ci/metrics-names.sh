@@ -5,7 +5,10 @@
 # /metrics instead.
 #
 # Sends a few requests through the gateway first (200s, 404s, 401s, writes) so the series that
-# appear on first use exist, then scrapes /metrics of the gateway and both services and checks:
+# appear on first use exist, and scrapes /metrics of the gateway and both services. The series
+# that only failures create come from a second gateway whose lingo upstream refuses connections
+# and a second news-service whose read replica is unreachable (the same binaries, started here on
+# free ports, stopped after one request and one scrape). Then checks:
 #   - every metric in every `expr` of deploy/k8s/base/70-alerts.yaml, and every series of
 #     deploy/k8s/alerts-test.yaml, is exported, with every label name its selectors, `by (...)`,
 #     `without`, `on (...)` and `ignoring (...)` use;
@@ -16,21 +19,28 @@
 # EXTERNAL below, each with its reason; any other name the binaries do not export is a miss.
 #
 # Runs against a running stack (deploy/local/run.sh); by hand:
-#   GATEWAY_PORT=8080 LINGO_PORT=8081 NEWS_PORT=8082 .ci/metrics-names.sh
-# The token is $TOKEN, else .local/dev-token (run.sh writes it). Python 3 standard library only.
+#   GATEWAY_PORT=8080 LINGO_PORT=8081 NEWS_PORT=8082 PG_PORT=55432 .ci/metrics-names.sh
+# The token is $TOKEN, else .local/dev-token (run.sh writes it); the second news-service's primary
+# is NEWS_DATABASE_URL, else run.sh's (news_app on PG_PORT); the binaries are in BIN_DIR, else the
+# cargo target directory's debug/. Python 3 standard library only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 gateway=${GATEWAY_PORT:-8080} lingo=${LINGO_PORT:-8081} news=${NEWS_PORT:-8082}
 token=${TOKEN:-$(cat "$root/.local/dev-token" 2>/dev/null || true)}
 [ -n "$token" ] || { echo "metrics-names: no token (set TOKEN, or run deploy/local/run.sh first)"; exit 1; }
+news_primary=${NEWS_DATABASE_URL:-postgres://news_app@127.0.0.1:${PG_PORT:-55432}/lingonews}
+if [ -z "${BIN_DIR:-}" ]; then
+  BIN_DIR="$(cd "$root" && cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/${PROFILE:-debug}"
+fi
 
 # --- traffic that makes the lazily created series appear -----------------------------------------
 failed=0
-expect() { # expect STATUS METHOD PATH [curl args...]
+expect() { # expect STATUS[|STATUS] METHOD PATH [curl args...], to port $to (the gateway unless set)
   local want=$1 method=$2 path=$3 got
   shift 3
-  got=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" "$@" "http://127.0.0.1:$gateway$path")
-  if [ "$got" != "$want" ]; then
+  got=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" "$@" "http://127.0.0.1:${to:-$gateway}$path")
+  if ! [[ $got =~ ^($want)$ ]]; then
     echo "traffic: $method $path answered $got, expected $want"
     failed=1
   fi
@@ -54,11 +64,45 @@ expect 200 DELETE /v1/news/articles/art-000001/like "${auth[@]}"
 [ "$failed" = 0 ] || { echo "metrics-names: the traffic did not answer as expected (is the stack running?)"; exit 1; }
 
 scrapes=$(mktemp -d)
-trap 'rm -rf "$scrapes"' EXIT
-for target in "gateway:$gateway" "lingo-service:$lingo" "news-service:$news"; do
-  curl -fsS "http://127.0.0.1:${target#*:}/metrics" >"$scrapes/${target%%:*}" \
-    || { echo "metrics-names: cannot scrape ${target%%:*} on port ${target#*:}"; exit 1; }
-done
+started=()
+trap '[ "${#started[@]}" = 0 ] || kill "${started[@]}" 2>/dev/null; rm -rf "$scrapes"' EXIT
+scrape() { # scrape NAME PORT
+  curl -fsS "http://127.0.0.1:$2/metrics" >"$scrapes/$1" || { echo "metrics-names: cannot scrape $1 on port $2"; exit 1; }
+}
+scrape gateway "$gateway"
+scrape lingo-service "$lingo"
+scrape news-service "$news"
+
+# --- the series of failures: second instances that fail on purpose -------------------------------
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+start() { # start NAME PORT ENV... : the binary NAME serving on PORT, with only the ENV given
+  local name=$1 port=$2
+  shift 2
+  env -i PATH="$PATH" AUTH_HS256_SECRET="$(head -c 32 /dev/urandom | base64)" "$@" \
+    "$BIN_DIR/$name" serve >"$scrapes/$name.log" 2>&1 &
+  started+=($!)
+  for _ in $(seq 100); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "metrics-names: a second $name is not ready on port $port:"; cat "$scrapes/$name.log"; exit 1
+}
+refusing=$(free_port) # nothing listens there
+second=$(free_port)
+start gateway "$second" GATEWAY_LISTEN_ADDR="127.0.0.1:$second" \
+  LINGO_UPSTREAMS="http://127.0.0.1:$refusing" NEWS_UPSTREAMS="http://127.0.0.1:$news"
+# Every replica refuses: 502, or 503 once the probe has marked it down; upstream_errors{kind="connect"}.
+to=$second expect '502|503' GET /v1/lingo/languages
+scrape gateway.failing "$second"
+second=$(free_port)
+start news-service "$second" NEWS_LISTEN_ADDR="127.0.0.1:$second" NEWS_DATABASE_URL="$news_primary" \
+  NEWS_DATABASE_READ_URL="postgres://news_app@127.0.0.1:$refusing/lingonews"
+to=$second expect 200 GET '/v1/news/articles?limit=1' # answered by the primary: db_read_fallback
+scrape news-service.failing "$second"
+[ "$failed" = 0 ] || { echo "metrics-names: the failing instances did not answer as expected"; exit 1; }
+kill "${started[@]}" 2>/dev/null
+wait "${started[@]}" 2>/dev/null || true
+started=()
 
 python3 - "$root" "$scrapes" <<'PY'
 import os
@@ -106,9 +150,10 @@ values = {}    # (sample name, label) -> values seen
 helps = {}     # sample name -> its family's HELP text (which lists some labels' values)
 declared = {}  # sample name -> binary, for families declared (# TYPE) whether or not they have samples
 families = {}  # histogram family name -> its sample names
-for binary in ("gateway", "lingo-service", "news-service"):
+for scrape in sorted(f for f in os.listdir(scrapes) if not f.endswith(".log")):
+    binary = scrape.split(".")[0]  # gateway.failing: the second gateway
     help_name = help_text = ""
-    for line in open(os.path.join(scrapes, binary), encoding="utf-8"):
+    for line in open(os.path.join(scrapes, scrape), encoding="utf-8"):
         if line.startswith("# HELP "):
             help_name, help_text = line.split(None, 3)[2:]
         elif line.startswith("# TYPE "):
