@@ -5,8 +5,8 @@
 #   - every environment variable they name is one a binary accepts (`<binary> <subcommand> --help`
 #     lists them; RUST_LOG and OTEL_* are read outside clap), or one that a script, test, params
 #     file or build of this repository reads, or a tool's own (TOOL_VARS below, with the reason);
-#   - README.md's configuration table: each variable is accepted by the binaries its row names, and
-#     every variable a binary accepts has a row;
+#   - README.md's configuration table: each variable is accepted by the binaries its row names, its
+#     default is the one --help shows, and every variable a binary accepts has a row;
 #   - every `deploy/...`, `.ci/...` or `docs/...` path they name exists (and `base/...`,
 #     `overlays/...`, `k8s/...` in deploy/README.md, relative to deploy/ or deploy/k8s/), and each
 #     `--flag` given to one of those scripts appears in it;
@@ -64,6 +64,7 @@ def flags_of(text):
 
 # --- what the binaries accept ----------------------------------------------------------------------
 accepts = {}      # variable -> binaries
+defaults = {}     # variable -> the defaults its --help shows (None: none)
 subcommands = {}  # binary -> {subcommand: flags}
 for binary in BINARIES:
     top = run_help(binary)
@@ -76,6 +77,10 @@ for binary in BINARIES:
         subcommands[binary][sub] = flags_of(text) | flags_of(top) | {"-h", "--help"}
         for var in re.findall(r"\[env: (\w+)", text + top):
             accepts.setdefault(var, set()).add(binary)
+        for option in re.split(r"\n(?=\s+(?:-\w, )?--)", text):  # one option's block at a time
+            env, default = re.search(r"\[env: (\w+)", option), re.search(r"\[default: ([^\]]*)\]", option)
+            if env:
+                defaults.setdefault(env.group(1), set()).add(default.group(1) if default else None)
 
 # --- what else reads a variable: scripts, tests, params files, the Dockerfile ------------------------
 read_elsewhere = {}  # variable -> where
@@ -232,8 +237,19 @@ for n, line in enumerate(read("README.md").splitlines(), 1):
     if not binaries <= set(BINARIES):
         misses.append(f"README.md:{n}: binaries column {cells[1]!r} names no binary")
         continue
-    for var in variables:
+    shown = re.findall(r"`([^`]*)`", cells[2]) or [cells[2]]
+    for i, var in enumerate(variables):
         table[var] = n
+        # The default column: one per variable, or one for all; `–` is none (or empty), a
+        # variable's name is "that variable's value".
+        default = shown[i] if len(shown) == len(variables) else shown[0]
+        for real in defaults.get(var, set()):
+            if default in ("–", "-") and real in (None, '""'):
+                continue
+            if real is None and default in accepts:
+                continue
+            if real != default:
+                misses.append(f"README.md:{n}: {var}'s default is {default!r} there, {real!r} in --help")
         if var in OUTSIDE_CLAP or var.startswith(OUTSIDE_CLAP_PREFIX):
             continue
         have = accepts.get(var, set())
