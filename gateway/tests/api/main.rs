@@ -9,6 +9,7 @@ mod contract_review_auth;
 mod contract_review_cache;
 mod contract_review_edge;
 mod contract_review_learned;
+mod contract_review_replicas;
 mod failures;
 mod hardening;
 mod helpers;
