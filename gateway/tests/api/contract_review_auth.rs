@@ -264,3 +264,21 @@ async fn scopes_are_space_separated_and_compared_exactly() {
         assert_eq!(response.status(), 200, "scheme {scheme}");
     }
 }
+
+/// API.md 2: "A token whose header has `crit` is rejected (RFC 7515: no extension is
+/// understood)", at the gateway too, on Required and Optional endpoints.
+#[tokio::test]
+async fn a_token_with_crit_is_refused() {
+    let stack = Stack::start().await;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.crit = Some(vec!["exp".into()]);
+    let key = jsonwebtoken::EncodingKey::from_secret(shared_auth::testing::TEST_SECRET.as_bytes());
+    let token = jsonwebtoken::encode(&header, &default_claims("ada"), &key).expect("sign");
+    let bearer = format!("Bearer {token}");
+    for path in [REQUIRED, OPTIONAL] {
+        let response = get(&stack, path, Some(&bearer)).await;
+        assert_eq!(response.status(), 401, "{path}");
+        assert_eq!(problem(response).await["code"], "invalid_token");
+    }
+    assert_eq!(stack.hits(), 0);
+}

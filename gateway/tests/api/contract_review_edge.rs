@@ -569,3 +569,52 @@ async fn a_request_with_both_a_length_and_chunks_is_never_forwarded_with_both() 
         "the service got a length that disagrees with the body: {echo}"
     );
 }
+
+/// A `HEAD` that goes to the service (with a token, or with the cache off) comes back at once
+/// with the `GET`'s length and no body, and the connection serves the next request.
+#[tokio::test]
+async fn head_requests_are_proxied_with_the_length_and_no_body() {
+    let stack = Stack::start_with(|config| config.cache_max_bytes = 0).await;
+    let bearer = token("ada");
+    for (path, bearer) in [
+        ("/v1/news/me/feed", Some(bearer.as_str())),
+        ("/v1/news/articles", None),
+    ] {
+        let get = |method: reqwest::Method| {
+            let mut request = stack
+                .gateway
+                .client
+                .request(method, stack.gateway.url(path));
+            if let Some(bearer) = bearer {
+                request = request.bearer_auth(bearer);
+            }
+            request.send()
+        };
+        let started = std::time::Instant::now();
+        let head = tokio::time::timeout(
+            std::time::Duration::from_secs(3),
+            get(reqwest::Method::HEAD),
+        )
+        .await
+        .expect("a HEAD is answered at once")
+        .expect("answered");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(head.status(), 200, "{path}");
+        let length = head.headers()["content-length"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        assert!(head.bytes().await.expect("body").is_empty());
+        let full = get(reqwest::Method::GET).await.expect("answered");
+        assert_eq!(full.status(), 200);
+        let body: Value = full.json().await.expect("echo");
+        assert_eq!(body["method"], "GET");
+        // The service's echo of a HEAD is that of its GET with "HEAD" for "GET": one byte more.
+        let get_length = serde_json::to_vec(&body).expect("json").len();
+        assert_eq!(
+            length.parse::<usize>().expect("length"),
+            get_length + 1,
+            "{path}"
+        );
+    }
+}

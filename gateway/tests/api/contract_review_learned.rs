@@ -356,3 +356,64 @@ async fn replicas_that_disagree_on_methods_give_the_union() {
         200
     );
 }
+
+/// The route table is read before the cache: a public answer stored while an endpoint was
+/// Optional is not served to anonymous readers once the service's document makes it Required
+/// (401), nor once the endpoint is gone (404).
+#[tokio::test]
+async fn a_stored_answer_is_not_served_past_a_change_of_access_or_a_removal() {
+    use axum::response::IntoResponse;
+    let lingo = Upstream::start("lingo-1").await;
+    let doc = std::sync::Arc::new(std::sync::Mutex::new(
+        json!({"openapi": "3.1.0", "paths": {"/v1/news/page": {"get": {}}}}).to_string(),
+    ));
+    let served = doc.clone();
+    let app = axum::Router::new()
+        .route("/readyz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/v1/news/openapi.json",
+            axum::routing::get(move || {
+                let text = served.lock().expect("doc").clone();
+                async move { ([("content-type", "application/json")], text).into_response() }
+            }),
+        )
+        .fallback(|| async {
+            (
+                [("cache-control", "public, max-age=60")],
+                axum::Json(json!({"public": true})),
+            )
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut config = config(&[&lingo], &[]);
+    config.news_upstreams = url.parse().expect("url");
+    config.routes_refresh_secs = 1;
+    let gateway = TestGateway::start(config).await;
+    eventually(Duration::from_secs(5), "learned", || async {
+        status(&gateway, "GET", "/v1/news/page", None).await == 200
+    })
+    .await;
+    let stored = gateway.get("/v1/news/page").await;
+    assert!(
+        stored.headers().contains_key("age"),
+        "served from the cache"
+    );
+
+    *doc.lock().expect("doc") = json!({"openapi": "3.1.0", "paths": {
+        "/v1/news/page": {"get": {"security": [{"bearer": []}]}},
+    }})
+    .to_string();
+    eventually(Duration::from_secs(3), "now Required", || async {
+        status(&gateway, "GET", "/v1/news/page", None).await == 401
+    })
+    .await;
+    *doc.lock().expect("doc") =
+        json!({"openapi": "3.1.0", "paths": {"/v1/news/other": {"get": {}}}}).to_string();
+    eventually(Duration::from_secs(3), "removed", || async {
+        status(&gateway, "GET", "/v1/news/page", None).await == 404
+    })
+    .await;
+}
