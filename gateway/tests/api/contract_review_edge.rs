@@ -618,3 +618,30 @@ async fn head_requests_are_proxied_with_the_length_and_no_body() {
         );
     }
 }
+
+/// A body declared over 1 MiB with `Expect: 100-continue` is refused at once with 413: the
+/// client is not asked for the body it would then send for nothing.
+#[tokio::test]
+async fn a_body_declared_over_the_limit_with_expect_is_413_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = Stack::start().await;
+    let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /v1/news/comments HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nexpect: 100-continue\r\n\r\n",
+        token("ada"),
+        2 * MIB
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut answer))
+        .await
+        .expect("answered without the body")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+    assert_eq!(stack.hits(), 0);
+}

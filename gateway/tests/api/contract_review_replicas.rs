@@ -148,3 +148,27 @@ async fn a_document_not_given_changes_nothing_and_holds_up_no_request() {
         assert_eq!(problem(response).await["code"], "not_found");
     }
 }
+
+/// docs/gateway.md: every replica marked down and refusing again is 503 `upstream_unavailable`
+/// "with `Retry-After` (the quick probe interval rounded up to whole seconds, at least 1)".
+#[tokio::test]
+async fn the_503_of_a_group_down_says_when_to_retry() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut news = Upstream::start("news-1").await;
+    let mut config = config(&[&lingo], &[&news]);
+    config.upstream_down_probe_ms = 2500;
+    let gateway = TestGateway::start(config).await;
+    news.kill().await;
+    // The first request finds the replica refusing (502), then it is marked down.
+    let first = gateway.get("/v1/news/articles").await;
+    assert!(matches!(first.status().as_u16(), 502 | 503));
+    let response = gateway.get("/v1/news/articles").await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "3");
+    assert_eq!(problem(response).await["code"], "upstream_unavailable");
+    assert_eq!(
+        gateway.get("/v1/lingo/languages").await.status(),
+        200,
+        "the other group is served"
+    );
+}
