@@ -277,11 +277,7 @@ async fn the_request_id_is_kept_when_sane_and_the_same_id_is_forwarded_either_wa
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     let ids: Vec<&str> = answer
         .lines()
-        .filter_map(|line| {
-            line.to_ascii_lowercase()
-                .starts_with("x-request-id:")
-                .then_some(line)
-        })
+        .filter(|line| line.to_ascii_lowercase().starts_with("x-request-id:"))
         .collect();
     assert_eq!(ids.len(), 1, "{answer}");
     assert!(!ids[0].contains("caf"), "{answer}");
@@ -644,4 +640,56 @@ async fn a_body_declared_over_the_limit_with_expect_is_413_at_once() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
     assert_eq!(stack.hits(), 0);
+}
+
+/// API.md 1: "A connection whose request head has not fully arrived within 10 s is closed". A
+/// keep-alive connection that was served once and then sends nothing (its next head never
+/// arrives) is closed at the header read timeout too: idle connections cannot be held open at
+/// no cost (here 500 ms; allowed 3 s).
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_at_the_header_read_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = Stack::start_with(|config| config.header_read_timeout_ms = 500).await;
+    let mut stream = tokio::net::TcpStream::connect(stack.gateway.addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /v1/lingo/languages HTTP/1.1\r\nhost: gw\r\n\r\n")
+        .await
+        .expect("write");
+    // Read the answer (its head, then its body of `content-length` bytes).
+    let mut answer = Vec::new();
+    let mut piece = [0u8; 4096];
+    let started = std::time::Instant::now();
+    loop {
+        let read = stream.read(&mut piece).await.expect("read");
+        assert!(read > 0, "closed before the answer");
+        answer.extend_from_slice(&piece[..read]);
+        let text = String::from_utf8_lossy(&answer).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().expect("length"))
+                })
+                .expect("a length");
+            if answer.len() >= end + 4 + length {
+                break;
+            }
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let idle = std::time::Instant::now();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut piece))
+        .await
+        .expect("the idle connection was still open after 3 s");
+    assert_eq!(closed.unwrap_or(0), 0, "nothing more was answered");
+    assert!(
+        idle.elapsed() >= std::time::Duration::from_millis(400),
+        "{:?}",
+        idle.elapsed()
+    );
 }
