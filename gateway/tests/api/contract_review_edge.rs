@@ -693,3 +693,154 @@ async fn an_idle_keep_alive_connection_is_closed_at_the_header_read_timeout() {
         idle.elapsed()
     );
 }
+
+fn lower_list(response: &reqwest::Response, name: &str) -> Vec<String> {
+    response
+        .headers()
+        .get_all(name)
+        .iter()
+        .flat_map(|v| v.to_str().expect("ascii").split(','))
+        .map(|item| item.trim().to_ascii_lowercase())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// docs/gateway.md's CORS table: a preflight from a listed origin allows the listed methods and
+/// request headers for 600 s; an answer exposes the listed headers to scripts and, since it
+/// names one origin of several, says `Vary: Origin` (a cache in front must not hand one origin's
+/// answer to another). With `*`, any origin is allowed.
+#[tokio::test]
+async fn cors_answers_carry_the_tables_methods_headers_and_max_age() {
+    let origin = "https://app.example";
+    let stack = Stack::start_with(|config| {
+        config.cors_allowed_origins = format!("{origin},https://admin.example")
+            .parse()
+            .expect("origins");
+    })
+    .await;
+    let preflight = stack
+        .gateway
+        .client
+        .request(reqwest::Method::OPTIONS, stack.gateway.url("/v1/news/comments"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type, idempotency-key, if-none-match, x-request-id, traceparent",
+        )
+        .send()
+        .await
+        .expect("answered");
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    assert_eq!(preflight.headers()["access-control-allow-origin"], origin);
+    assert_eq!(preflight.headers()["access-control-max-age"], "600");
+    let methods = lower_list(&preflight, "access-control-allow-methods");
+    for method in ["get", "head", "post", "put", "patch", "delete", "options"] {
+        assert!(
+            methods.contains(&method.to_owned()),
+            "{method}: {methods:?}"
+        );
+    }
+    let headers = lower_list(&preflight, "access-control-allow-headers");
+    for header in [
+        "authorization",
+        "content-type",
+        "if-none-match",
+        "idempotency-key",
+        "x-request-id",
+        "traceparent",
+    ] {
+        assert!(
+            headers.contains(&header.to_owned()),
+            "{header}: {headers:?}"
+        );
+    }
+
+    let simple = stack
+        .gateway
+        .client
+        .get(stack.gateway.url("/v1/news/articles"))
+        .header("origin", origin)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(simple.status(), 200);
+    let exposed = lower_list(&simple, "access-control-expose-headers");
+    for header in [
+        "location",
+        "etag",
+        "retry-after",
+        "www-authenticate",
+        "x-request-id",
+        "idempotency-replayed",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+    ] {
+        assert!(
+            exposed.contains(&header.to_owned()),
+            "{header}: {exposed:?}"
+        );
+    }
+    assert!(
+        lower_list(&simple, "vary").contains(&"origin".to_owned()),
+        "{:?}",
+        simple.headers()
+    );
+
+    let any =
+        Stack::start_with(|config| config.cors_allowed_origins = "*".parse().expect("*")).await;
+    let response = any
+        .gateway
+        .client
+        .get(any.gateway.url("/v1/news/articles"))
+        .header("origin", "https://whoever.example")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.headers()["access-control-allow-origin"], "*");
+}
+
+/// docs/gateway.md: "Every answer under `/v1/lingo` and `/v1/news` carries `RateLimit-Limit`,
+/// `RateLimit-Remaining` and `RateLimit-Reset`" but the 404, the 405 and a preflight: the
+/// gateway's own 401, 403 and 413 and an upstream failure (503) carry them too.
+#[tokio::test]
+async fn refusals_and_failures_carry_the_rate_limit_headers() {
+    let stack = Stack::start_with(|config| {
+        config.rate_limit_enabled = true;
+        config.news_upstreams = "".parse().expect("no news replica");
+    })
+    .await;
+    let gateway = &stack.gateway;
+    let check = |response: &reqwest::Response, case: &str| {
+        for name in ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"] {
+            assert!(response.headers().contains_key(name), "{case}: no {name}");
+        }
+    };
+    let unauthorized = gateway.get("/v1/lingo/me/xp").await;
+    assert_eq!(unauthorized.status(), 401);
+    check(&unauthorized, "401");
+    let forbidden = gateway
+        .client
+        .get(gateway.url("/v1/lingo/analytics/progress"))
+        .bearer_auth(token("ada"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(forbidden.status(), 403);
+    check(&forbidden, "403");
+    let too_large = gateway
+        .client
+        .post(gateway.url("/v1/lingo/me/study-sessions"))
+        .bearer_auth(token("ada"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; MIB + 1])
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(too_large.status(), 413);
+    check(&too_large, "413");
+    let unavailable = gateway.get("/v1/news/articles").await;
+    assert_eq!(unavailable.status(), 503);
+    check(&unavailable, "503");
+}
