@@ -280,6 +280,21 @@ async fn methods_and_access_follow_the_document_within_the_refresh() {
     allow.sort_unstable();
     assert_eq!(allow, ["GET", "HEAD", "POST"]);
 
+    // A scope added to the endpoint's GET.
+    setup.news.set_document(document(json!({"/v1/news/x": {
+        "get": {"security": [{"bearer": ["news:admin"]}]},
+        "post": {"security": [{"bearer": []}]},
+    }})));
+    eventually(Duration::from_secs(3), "the scope added", || async {
+        status(gateway, "GET", "/v1/news/x", Some(&bearer)).await == 403
+    })
+    .await;
+    let admin = token_with_scope("ada", "news:admin");
+    assert_eq!(
+        status(gateway, "GET", "/v1/news/x", Some(&admin)).await,
+        200
+    );
+
     setup
         .news
         .set_document(document(json!({"/v1/news/y": {"get": {}}})));
@@ -416,4 +431,39 @@ async fn a_stored_answer_is_not_served_past_a_change_of_access_or_a_removal() {
         status(&gateway, "GET", "/v1/news/page", None).await == 404
     })
     .await;
+}
+
+/// A new version deployed on the only replica (stopped, started again with another document):
+/// the gateway reads the document "when a replica comes back", not only at its next refresh
+/// (here an hour away): the new endpoint is routed and the dropped one is 404 within 2 s.
+#[tokio::test]
+async fn a_replica_back_with_a_new_version_is_routed_by_its_new_document() {
+    let lingo = Upstream::start("lingo-1").await;
+    let mut news = Upstream::start("news-1").await;
+    news.set_document(document(json!({"/v1/news/v1-only": {"get": {}}})));
+    let addr = news.addr;
+    let mut config = config(&[&lingo], &[&news]);
+    config.routes_refresh_secs = 3600;
+    let gateway = TestGateway::start(config).await;
+    eventually(Duration::from_secs(5), "version 1 learned", || async {
+        status(&gateway, "GET", "/v1/news/v1-only", None).await == 200
+    })
+    .await;
+
+    news.kill().await;
+    let down = status(&gateway, "GET", "/v1/news/v1-only", None).await;
+    assert!(matches!(down, 502 | 503), "{down}");
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("the port is free again");
+    let _news = Upstream::serve_document_on(
+        "news-1",
+        listener,
+        document(json!({"/v1/news/v2-only": {"get": {}}})),
+    );
+    eventually(Duration::from_secs(2), "version 2 learned", || async {
+        status(&gateway, "GET", "/v1/news/v2-only", None).await == 200
+    })
+    .await;
+    assert_eq!(status(&gateway, "GET", "/v1/news/v1-only", None).await, 404);
 }
