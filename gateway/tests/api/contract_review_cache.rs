@@ -89,6 +89,9 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     if let Some(vary) = query.get("vary") {
         response = response.header("vary", vary.as_str());
     }
+    if let Some(seconds) = query.get("retry_after") {
+        response = response.header("retry-after", seconds.as_str());
+    }
     let authorization = request
         .headers()
         .get("authorization")
@@ -405,4 +408,44 @@ async fn purge_is_405_and_drops_nothing() {
     assert_eq!(purge.status(), 405);
     assert_eq!(n_of(gateway.get(&target).await).await, 1);
     assert_eq!(origin.hits(&target), 1);
+}
+
+/// docs/gateway.md: the services' own answers, their 503 `overloaded` with `Retry-After`
+/// included, are passed to the client unchanged (status, `Retry-After`, problem body), and never
+/// stored.
+#[tokio::test]
+async fn a_services_own_503_is_passed_on_unchanged() {
+    let origin = Origin::start().await;
+    let gateway = gateway(&origin, |_| {}).await;
+    let target = format!("/v1/news/articles?status=503&retry_after=2&{PUBLIC}");
+    for n in 1..=2 {
+        let response = gateway.get(&target).await;
+        assert_eq!(response.status(), 503);
+        assert_eq!(header(&response, "retry-after").as_deref(), Some("2"));
+        assert_eq!(
+            header(&response, "content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["n"], n, "the service's own body, not stored");
+    }
+}
+
+/// A `GET` that carries a body is not a request the cache answers: its body reaches the service.
+#[tokio::test]
+async fn a_get_with_a_body_goes_to_the_service_with_its_body() {
+    let origin = Origin::start().await;
+    let gateway = gateway(&origin, |_| {}).await;
+    let target = format!("/v1/news/articles?{PUBLIC}");
+    assert_eq!(n_of(gateway.get(&target).await).await, 1);
+    let with_body = gateway
+        .client
+        .get(gateway.url(&target))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_body.status(), 200);
+    assert_eq!(n_of(with_body).await, 2, "not answered from the cache");
 }

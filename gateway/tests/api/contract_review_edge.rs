@@ -844,3 +844,46 @@ async fn refusals_and_failures_carry_the_rate_limit_headers() {
     assert_eq!(unavailable.status(), 503);
     check(&unavailable, "503");
 }
+
+/// Two requests written at once on one connection (HTTP/1.1 pipelining) get their two answers,
+/// in order; the second may be a refusal the gateway makes itself.
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let stack = Stack::start().await;
+    let answer = raw_exchange(
+        stack.gateway.addr,
+        "GET /v1/lingo/languages HTTP/1.1\r\nhost: gw\r\nx-request-id: first\r\n\r\n\
+         GET /v1/news/me/feed HTTP/1.1\r\nhost: gw\r\nx-request-id: second\r\n\
+         connection: close\r\n\r\n",
+    )
+    .await;
+    let first = answer.find("HTTP/1.1 200").expect("the first answer");
+    let second = answer.find("HTTP/1.1 401").expect("the second answer");
+    assert!(first < second, "{answer}");
+    let first_id = answer.find("x-request-id: first").expect("first id");
+    let second_id = answer.find("x-request-id: second").expect("second id");
+    assert!(first_id < second && second < second_id, "{answer}");
+}
+
+/// A `POST` with an empty body (`Content-Length: 0`) reaches the service as one: a length of 0
+/// and no body.
+#[tokio::test]
+async fn an_empty_post_reaches_the_service_with_a_length_of_zero() {
+    let stack = Stack::start().await;
+    let response = stack
+        .gateway
+        .client
+        .post(stack.gateway.url("/v1/news/articles/a-1/like"))
+        .bearer_auth(token("ada"))
+        .header("content-length", "0")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 201);
+    let echo: Value = response.json().await.expect("echo");
+    assert_eq!(echo["body_len"], 0);
+    assert!(
+        echo["headers"].get("transfer-encoding").is_none(),
+        "an empty body is not sent chunked: {echo}"
+    );
+}
