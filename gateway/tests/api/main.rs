@@ -5,6 +5,11 @@
 mod auth_table;
 mod binary;
 mod cache;
+mod contract_review_auth;
+mod contract_review_cache;
+mod contract_review_edge;
+mod contract_review_learned;
+mod contract_review_replicas;
 mod failures;
 mod hardening;
 mod helpers;
