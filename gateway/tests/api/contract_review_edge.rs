@@ -480,12 +480,13 @@ async fn expect_100_continue_is_answered_and_the_body_then_forwarded() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
 }
 
-/// API.md 1: problem details "on every 4xx and 5xx"; 400 for a bad header. A request head the
-/// HTTP parser refuses (a header name with a space, an HTTP version that does not exist, a head
-/// of 512 KiB, a target of 70 KB) is answered with a problem, never forwarded.
+/// A request head the HTTP parser refuses (a header name with a space, an HTTP version that does
+/// not exist, a head of 512 KiB, a target of 70 KB) is the one documented exception to problem
+/// answers (docs/conventions.md): hyper answers it itself, before any of our code runs, with a
+/// bare status and `Connection: close`, and it is never forwarded. hyper 1 has no hook to write
+/// that answer's body; this test holds the documented statuses so a change of hyper is seen.
 #[tokio::test]
-#[ignore = "bug: a request head hyper's parser refuses is answered by hyper itself (400, 431, 414) with an empty body: no problem, no x-request-id"]
-async fn a_request_head_the_parser_refuses_is_a_problem() {
+async fn a_request_head_the_parser_refuses_gets_the_documented_bare_status() {
     let stack = Stack::start().await;
     let huge_header = format!(
         "GET /v1/news/articles HTTP/1.1\r\nhost: gw\r\nx-big: {}\r\nconnection: close\r\n\r\n",
@@ -496,11 +497,17 @@ async fn a_request_head_the_parser_refuses_is_a_problem() {
         "a".repeat(70_000)
     );
     let mut wrong = Vec::new();
-    for head in [
-        "GET /v1/news/articles HTTP/1.1\r\nhost: gw\r\nbad header: x\r\nconnection: close\r\n\r\n",
-        "GET /v1/news/articles HTTP/9.9\r\nhost: gw\r\nconnection: close\r\n\r\n",
-        &huge_header,
-        &long_target,
+    for (head, status) in [
+        (
+            "GET /v1/news/articles HTTP/1.1\r\nhost: gw\r\nbad header: x\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET /v1/news/articles HTTP/9.9\r\nhost: gw\r\nconnection: close\r\n\r\n",
+            "400",
+        ),
+        (huge_header.as_str(), "431"),
+        (long_target.as_str(), "414"),
     ] {
         let answer = tokio::time::timeout(
             std::time::Duration::from_secs(5),
@@ -508,12 +515,10 @@ async fn a_request_head_the_parser_refuses_is_a_problem() {
         )
         .await
         .expect("answered within 5 s");
-        let is_problem = answer
-            .to_ascii_lowercase()
-            .contains("content-type: application/problem+json");
-        if !answer.starts_with("HTTP/1.1 4") || !is_problem {
+        let closes = answer.to_ascii_lowercase().contains("connection: close");
+        if !answer.starts_with(&format!("HTTP/1.1 {status} ")) || !closes {
             let shown: String = head.chars().take(60).collect();
-            wrong.push(format!("{shown:?}...\n  -> {answer:?}"));
+            wrong.push(format!("{shown:?}... (expected {status})\n  -> {answer:?}"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

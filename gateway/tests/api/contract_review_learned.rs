@@ -309,7 +309,6 @@ async fn methods_and_access_follow_the_document_within_the_refresh() {
 /// (`x-...` members), as path items and operations may. A valid document with one is still the
 /// group's document: its endpoints are learned, and the extension is no path.
 #[tokio::test]
-#[ignore = "bug: an `x-` extension member of `paths` makes the whole document wrong_prefix, so its endpoints are never learned"]
 async fn a_document_with_specification_extensions_is_learned() {
     let lingo = Upstream::start("lingo-1").await;
     let news = Upstream::start("news-1").await;

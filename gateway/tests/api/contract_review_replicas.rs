@@ -19,7 +19,6 @@ use crate::helpers::{TestGateway, Upstream, config, problem};
 /// died. A request that finds A refusing never reached an upstream, and now every replica is
 /// marked down: it is tried on B, not answered 502 as if every replica had refused.
 #[tokio::test]
-#[ignore = "bug: the replicas marked down are not tried after the last available one refuses: 502 although B was never tried"]
 async fn a_request_refused_by_the_last_available_replica_tries_the_ones_marked_down() {
     let lingo = Upstream::start("lingo-1").await;
     let mut a = Upstream::start("news-a").await;
