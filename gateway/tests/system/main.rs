@@ -6,6 +6,8 @@
 mod stack;
 
 mod cache;
+mod contract_review;
+mod contract_review_paging;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
