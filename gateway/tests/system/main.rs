@@ -8,6 +8,7 @@ mod stack;
 mod cache;
 mod contract_review;
 mod contract_review_cache;
+mod contract_review_identity;
 mod contract_review_paging;
 
 use reqwest::{Client, StatusCode};
