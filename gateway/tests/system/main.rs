@@ -7,7 +7,9 @@ mod stack;
 
 mod cache;
 mod contract_review;
+mod contract_review_bodies;
 mod contract_review_cache;
+mod contract_review_idempotency;
 mod contract_review_identity;
 mod contract_review_paging;
 

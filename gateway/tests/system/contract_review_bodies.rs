@@ -1,0 +1,307 @@
+//! Request bodies where the gateway (1 MiB) meets the services (128 KiB), media types, empty
+//! bodies, and the `Location` of 201s resolved through the gateway (API.md 1 "Request bodies",
+//! 3 and 4).
+
+use futures_util::stream;
+use reqwest::{Body, Method, RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+
+use crate::contract_review::{Sys, answer};
+
+/// The two endpoints that take a body, with a valid body for each.
+async fn writes(sys: &Sys) -> [(&'static str, Value); 2] {
+    let article = sys.article_ids(1).await.remove(0);
+    [
+        (
+            "/v1/news/comments",
+            json!({"article_id": article, "text": "a body"}),
+        ),
+        (
+            "/v1/lingo/me/study-sessions",
+            json!({"duration_seconds": 60, "phrases_seen": 2, "phrases_correct": 1, "language_code": "es"}),
+        ),
+    ]
+}
+
+/// `value` padded with a `pad` field of `bytes` spaces inside a string: valid JSON of about
+/// that size.
+fn padded(value: &Value, bytes: usize) -> Vec<u8> {
+    let text = serde_json::to_string(value).unwrap();
+    let mut body = text[..text.len() - 1].to_owned();
+    body.push_str(&format!(",\"text_pad\":\"{}\"}}", " ".repeat(bytes)));
+    body.into_bytes()
+}
+
+fn chunked(body: Vec<u8>) -> Body {
+    let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+        body.chunks(16 * 1024).map(|c| Ok(c.to_vec())).collect();
+    Body::wrap_stream(stream::iter(pieces))
+}
+
+#[tokio::test]
+async fn a_body_between_the_two_limits_is_413_from_the_service_with_the_gateways_request_id() {
+    let sys = Sys::start().await;
+    for (path, body) in writes(&sys).await {
+        for size in [129 * 1024, 200 * 1024, 1000 * 1024] {
+            let bytes = padded(&body, size);
+            let send = |request: RequestBuilder| {
+                request
+                    .header("content-type", "application/json")
+                    .header("x-request-id", format!("big-{size}"))
+            };
+            let declared = answer(send(sys.req(Method::POST, path, Some("big"))).body(bytes.clone())).await;
+            let id = declared.assert_problem(413, "payload_too_large", &format!("{path} {size}"));
+            assert_eq!(id, format!("big-{size}"));
+            let streamed = answer(send(sys.req(Method::POST, path, Some("big"))).body(chunked(bytes))).await;
+            streamed.assert_problem(413, "payload_too_large", &format!("{path} {size} chunked"));
+        }
+    }
+    // Nothing was recorded.
+    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("big")).await["total_xp"], 0);
+}
+
+/// "128 KiB ... so that the longest legal comment fits in any script and any JSON encoding of
+/// it: 10,000 emoji written as `\ud83d\ude00` escapes".
+#[tokio::test]
+async fn the_longest_legal_comment_fits_through_the_gateway_in_any_encoding() {
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let escaped = "\\ud83d\\ude00".repeat(10_000);
+    let bodies = [
+        format!("{{\"article_id\":\"{article}\",\"text\":\"{escaped}\"}}"),
+        serde_json::to_string(&json!({"article_id": article, "text": "😀".repeat(10_000)})).unwrap(),
+        serde_json::to_string(&json!({"article_id": article, "text": "字".repeat(10_000)})).unwrap(),
+    ];
+    for body in bodies {
+        let posted = answer(
+            sys.req(Method::POST, "/v1/news/comments", Some("long"))
+                .header("content-type", "application/json")
+                .body(body.clone()),
+        )
+        .await;
+        assert_eq!(posted.status, StatusCode::CREATED, "{} bytes: {}", body.len(), posted.json());
+        assert_eq!(posted.json()["text"].as_str().unwrap().chars().count(), 10_000);
+    }
+    let too_long = json!({"article_id": article, "text": "😀".repeat(10_001)});
+    let refused = sys.post_json("/v1/news/comments", "long", &too_long).await;
+    refused.assert_problem(422, "validation_failed", "10,001 characters");
+}
+
+#[tokio::test]
+async fn bodies_are_json_by_their_media_type_with_or_without_parameters() {
+    let sys = Sys::start().await;
+    let accepted = [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/json;charset=UTF-8",
+        "application/json ; charset=\"utf-8\"",
+        "Application/JSON",
+        "application/vnd.lingo+json",
+    ];
+    let refused = [
+        "text/plain",
+        "text/json",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonx",
+        "application/json-seq",
+        "json",
+        "",
+    ];
+    for (path, body) in writes(&sys).await {
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let mut wrong = Vec::new();
+        for media in accepted {
+            let posted = answer(
+                sys.req(Method::POST, path, Some("media"))
+                    .header("content-type", media)
+                    .body(bytes.clone()),
+            )
+            .await;
+            if posted.status != StatusCode::CREATED {
+                wrong.push(format!("{path} {media:?}: {} {}", posted.status, posted.json()));
+            }
+        }
+        for media in refused {
+            let posted = answer(
+                sys.req(Method::POST, path, Some("media"))
+                    .header("content-type", media)
+                    .body(bytes.clone()),
+            )
+            .await;
+            if posted.status != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+                wrong.push(format!("{path} {media:?}: {}", posted.status));
+            } else {
+                posted.assert_problem(415, "unsupported_media_type", media);
+            }
+        }
+        let no_type = answer(sys.req(Method::POST, path, Some("media")).body(bytes.clone())).await;
+        no_type.assert_problem(415, "unsupported_media_type", "no content type");
+        let gzip = answer(
+            sys.req(Method::POST, path, Some("media"))
+                .header("content-type", "application/json")
+                .header("content-encoding", "gzip")
+                .body(bytes.clone()),
+        )
+        .await;
+        gzip.assert_problem(415, "unsupported_media_type", "gzip");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
+
+#[tokio::test]
+async fn an_empty_body_on_a_write_is_400_malformed_json() {
+    let sys = Sys::start().await;
+    for (path, _) in writes(&sys).await {
+        for media in ["application/json", "application/json; charset=utf-8"] {
+            let empty = answer(
+                sys.req(Method::POST, path, Some("empty"))
+                    .header("content-type", media)
+                    .body(""),
+            )
+            .await;
+            empty.assert_problem(400, "malformed_json", path);
+        }
+        let streamed = answer(
+            sys.req(Method::POST, path, Some("empty"))
+                .header("content-type", "application/json")
+                .body(Body::wrap_stream(stream::iter(Vec::<Result<Vec<u8>, std::io::Error>>::new()))),
+        )
+        .await;
+        streamed.assert_problem(400, "malformed_json", path);
+        // No content type and no body: nothing to call JSON; either answer names the fault.
+        let bare = answer(sys.req(Method::POST, path, Some("empty"))).await;
+        let code = bare.json()["code"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            (bare.status.as_u16(), code.as_str()) == (400, "malformed_json")
+                || (bare.status.as_u16(), code.as_str()) == (415, "unsupported_media_type"),
+            "{path}: {} {code}",
+            bare.status
+        );
+        for body in ["null", "[]", "\"x\"", "1"] {
+            let not_object = answer(
+                sys.req(Method::POST, path, Some("empty"))
+                    .header("content-type", "application/json")
+                    .body(body),
+            )
+            .await;
+            let problem = not_object.json();
+            not_object.assert_problem(422, "validation_failed", body);
+            assert_eq!(problem["errors"][0]["field"], "body", "{path} {body}: {problem}");
+        }
+    }
+}
+
+/// Like, bookmark and follow take no body: with `Content-Type: application/json` and no body,
+/// or with `{}`, they answer as without.
+#[tokio::test]
+async fn toggles_take_no_body_with_or_without_a_json_content_type() {
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let targets = [
+        format!("/v1/news/articles/{article}/like"),
+        format!("/v1/news/articles/{article}/bookmark"),
+        "/v1/news/journalists/jrn-0001/follow".into(),
+        "/v1/news/organizations/org-001/follow".into(),
+    ];
+    for target in &targets {
+        for method in [Method::POST, Method::DELETE] {
+            let variants: [(&str, Option<&str>, &str); 5] = [
+                ("nothing", None, ""),
+                ("json type, empty", Some("application/json"), ""),
+                ("json type, charset, empty", Some("application/json; charset=utf-8"), ""),
+                ("json object", Some("application/json"), "{}"),
+                ("json null", Some("application/json"), "null"),
+            ];
+            let mut states = Vec::new();
+            for (name, media, body) in variants {
+                let mut request = sys.req(method.clone(), target, Some("toggler"));
+                if let Some(media) = media {
+                    request = request.header("content-type", media);
+                }
+                if !body.is_empty() || media.is_some() {
+                    request = request.body(body);
+                }
+                let toggled = answer(request).await;
+                assert_eq!(toggled.status, StatusCode::OK, "{method} {target} {name}: {}", toggled.json());
+                states.push(toggled.json());
+            }
+            assert!(states.windows(2).all(|w| w[0] == w[1]), "{method} {target}: {states:?}");
+            let text = answer(
+                sys.req(method.clone(), target, Some("toggler"))
+                    .header("content-type", "text/plain")
+                    .body("x"),
+            )
+            .await;
+            text.assert_problem(415, "unsupported_media_type", target);
+        }
+    }
+}
+
+/// The `Location` of a 201 names the created resource through the gateway.
+#[tokio::test]
+async fn the_location_of_a_201_resolves_through_the_gateway() {
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let top = sys
+        .post_json("/v1/news/comments", "locator", &json!({"article_id": article, "text": "top"}))
+        .await;
+    assert_eq!(top.status, StatusCode::CREATED);
+    let reply = sys
+        .post_json(
+            "/v1/news/comments",
+            "locator",
+            &json!({"article_id": article, "text": "reply", "parent_id": top.json()["id"]}),
+        )
+        .await;
+    for created in [&top, &reply] {
+        let location = created.header("location").expect("a 201 has a Location");
+        let id = created.json()["id"].as_str().unwrap().to_owned();
+        assert_eq!(location, format!("/v1/news/comments/{id}"));
+        assert_eq!(sys.get_ok(location, None).await, created.json());
+        assert_eq!(sys.get_ok(location, Some("someone")).await, created.json());
+    }
+    let session = sys.study("locator", "fr").await;
+    assert_eq!(session.status, StatusCode::CREATED);
+    let location = session.header("location").unwrap();
+    let id = session.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(location, format!("/v1/lingo/me/study-sessions/{id}"));
+    let fetched = sys.get_ok(location, Some("locator")).await;
+    let mut created = session.json();
+    for field in ["total_xp", "level", "leveled_up"] {
+        created.as_object_mut().unwrap().remove(field);
+    }
+    assert_eq!(fetched, created, "the session at its Location is the one created");
+}
+
+/// Unknown and repeated fields are 422, the server-set ones (`learner_id`, `author_id`)
+/// included, through the gateway.
+#[tokio::test]
+async fn fields_the_server_sets_are_refused_by_name() {
+    let sys = Sys::start().await;
+    for (path, body) in writes(&sys).await {
+        for field in ["learner_id", "author_id", "id", "created_at"] {
+            let mut with = body.clone();
+            with[field] = json!("bob");
+            let refused = sys.post_json(path, "fields", &with).await;
+            refused.assert_problem(422, "validation_failed", field);
+            let named: Vec<Value> = refused.json()["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["field"].clone())
+                .collect();
+            assert!(named.contains(&json!(field)), "{path} {field}: {named:?}");
+        }
+        let text = serde_json::to_string(&body).unwrap();
+        let repeated = format!("{},{}", &text[..text.len() - 1], &text[1..]);
+        let refused = answer(
+            sys.req(Method::POST, path, Some("fields"))
+                .header("content-type", "application/json")
+                .body(repeated),
+        )
+        .await;
+        refused.assert_problem(422, "validation_failed", "repeated fields");
+    }
+    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("fields")).await["total_xp"], 0);
+}
