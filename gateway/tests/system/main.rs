@@ -13,6 +13,7 @@ mod contract_review_head;
 mod contract_review_idempotency;
 mod contract_review_identity;
 mod contract_review_paging;
+mod contract_review_search;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
