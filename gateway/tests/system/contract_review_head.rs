@@ -12,7 +12,7 @@ use crate::contract_review::{Answer, Sys, answer};
 const SAME: [&str; 5] = ["content-type", "cache-control", "etag", "vary", "allow"];
 
 /// Every documented `GET` path with real ids, and the bearer token it needs (if any).
-async fn get_endpoints(sys: &Sys) -> Vec<(String, Option<String>)> {
+pub async fn get_endpoints(sys: &Sys) -> Vec<(String, Option<String>)> {
     let document = sys.get_ok("/openapi.json", None).await;
     let article = sys.article_ids(1).await.remove(0);
     let comment = sys

@@ -12,6 +12,7 @@ mod contract_review_cache;
 mod contract_review_head;
 mod contract_review_idempotency;
 mod contract_review_identity;
+mod contract_review_openapi;
 mod contract_review_paging;
 mod contract_review_search;
 
