@@ -9,6 +9,7 @@ mod cache;
 mod contract_review;
 mod contract_review_bodies;
 mod contract_review_cache;
+mod contract_review_edges;
 mod contract_review_head;
 mod contract_review_idempotency;
 mod contract_review_identity;
