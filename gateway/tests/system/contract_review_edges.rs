@@ -222,3 +222,110 @@ async fn percent_encoded_ids_reach_the_service_decoded() {
         sys.get(path, None).await.assert_problem(404, code, path);
     }
 }
+
+/// `If-None-Match` split over two header lines (RFC 9110 5.3: one list), on a miss and on a
+/// hit: the gateway answers 304 when any tag matches, and what it stores is the whole answer.
+#[tokio::test]
+async fn if_none_match_over_two_lines_is_one_list_at_the_cache() {
+    let sys = Sys::start().await;
+    for url in ["/v1/lingo/phrases/ph-de-003", "/v1/news/journalists?limit=4"] {
+        let direct = answer(sys.direct(Method::GET, url)).await;
+        let etag = direct.header("etag").unwrap().to_owned();
+        for lines in [["\"nope\"", etag.as_str()], [etag.as_str(), "\"nope\""]] {
+            let two = answer(
+                sys.req(Method::GET, url, None)
+                    .header("if-none-match", lines[0])
+                    .header("if-none-match", lines[1]),
+            )
+            .await;
+            assert_eq!(two.status, StatusCode::NOT_MODIFIED, "{url} {lines:?}");
+            let whole = sys.get(url, None).await;
+            assert_eq!(whole.status, StatusCode::OK, "{url}");
+            assert_eq!(whole.bytes, direct.bytes, "{url}: the stored answer is whole");
+        }
+        let neither = answer(
+            sys.req(Method::GET, url, None)
+                .header("if-none-match", "\"a\"")
+                .header("if-none-match", "\"b\""),
+        )
+        .await;
+        assert_eq!(neither.status, StatusCode::OK);
+        assert_eq!(neither.bytes, direct.bytes);
+    }
+}
+
+/// A client that sends `Expect: 100-continue` (curl does for larger bodies) gets its answer
+/// through the gateway: the 100 and then the 201, or a final refusal at once.
+#[tokio::test]
+async fn a_body_behind_expect_100_continue_gets_through() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sys = Sys::start().await;
+    let body = json!({"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1,
+        "language_code": "es"})
+    .to_string();
+    let address = sys.stack.gateway_url.trim_start_matches("http://").to_owned();
+    for (length, expected) in [(body.len(), "201"), (300 * 1024, "413"), (2 * 1024 * 1024, "413")] {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST /v1/lingo/me/study-sessions HTTP/1.1\r\nhost: {address}\r\n\
+             authorization: Bearer {}\r\ncontent-type: application/json\r\n\
+             content-length: {length}\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
+            shared_auth::testing::token("expecting")
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut first = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut first)).await;
+        let interim = match read {
+            Ok(Ok(n)) => String::from_utf8_lossy(&first[..n]).into_owned(),
+            Ok(Err(error)) => panic!("{length}: {error}"),
+            // No interim answer within 3 s: send the body anyway, as curl does after 1 s.
+            Err(_) => String::new(),
+        };
+        let answer_text = if interim.is_empty() || interim.starts_with("HTTP/1.1 100") {
+            let mut padded = body.clone().into_bytes();
+            padded.resize(length, b' ');
+            let _ = stream.write_all(&padded).await;
+            let mut rest = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+            let text = String::from_utf8_lossy(&rest).into_owned();
+            let after_interim = interim.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+            after_interim + &text
+        } else {
+            interim
+        };
+        assert!(
+            answer_text.starts_with(&format!("HTTP/1.1 {expected}")),
+            "{length}: {:?}",
+            answer_text.chars().take(300).collect::<String>()
+        );
+    }
+}
+
+/// Exactly 128 KiB is within the services' limit and one byte more is not, through the
+/// gateway.
+#[tokio::test]
+async fn the_services_limit_is_128_kib_exactly_through_the_gateway() {
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let body = json!({"article_id": article, "text": "edge"}).to_string();
+    for (length, status) in [(128 * 1024, StatusCode::CREATED), (128 * 1024 + 1, StatusCode::PAYLOAD_TOO_LARGE)] {
+        let mut padded = body.clone().into_bytes();
+        padded.resize(length, b' ');
+        for chunked in [false, true] {
+            let payload = if chunked {
+                let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+                    padded.chunks(10_000).map(|c| Ok(c.to_vec())).collect();
+                reqwest::Body::wrap_stream(futures_util::stream::iter(pieces))
+            } else {
+                reqwest::Body::from(padded.clone())
+            };
+            let posted = answer(
+                sys.req(Method::POST, "/v1/news/comments", Some("edge"))
+                    .header("content-type", "application/json")
+                    .body(payload),
+            )
+            .await;
+            assert_eq!(posted.status, status, "{length} chunked={chunked}: {}", posted.json());
+        }
+    }
+}
