@@ -350,3 +350,41 @@ async fn two_signed_in_readers_of_one_url_get_their_own_viewer() {
         assert_eq!(age(&other), None);
     }
 }
+
+/// Concurrent misses for one URL share one call to the service, but each answer is its own
+/// request's: its own `x-request-id`, and a problem's `request_id` is that id, whether the
+/// shared call brought a stored answer, a service's problem, or no answer at all.
+#[tokio::test]
+async fn coalesced_requests_each_carry_their_own_request_id() {
+    let mut sys = Sys::start().await;
+    for (id, got) in burst(&sys, "/v1/news/articles?limit=7".into(), "ok").await {
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(got.header("x-request-id"), Some(id.as_str()));
+    }
+    for (id, got) in burst(&sys, "/v1/news/articles/art-404404".into(), "missing").await {
+        assert_eq!(got.assert_problem(404, "article_not_found", &id), id);
+    }
+    for (id, got) in burst(&sys, "/v1/lingo/phrases?limit=9".into(), "ok-lingo").await {
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(got.header("x-request-id"), Some(id.as_str()));
+    }
+    sys.stack.stop_lingo().await;
+    for (id, got) in burst(&sys, "/v1/lingo/phrases?limit=11".into(), "down").await {
+        let code = got.json()["code"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(code, "upstream_unavailable", "{id}: {}", got.status);
+        assert_eq!(got.assert_problem(got.status.as_u16(), &code, &id), id);
+    }
+}
+
+/// 30 concurrent anonymous reads of `url`, each with its own id `{tag}-{n}`.
+async fn burst(sys: &Sys, url: String, tag: &str) -> Vec<(String, Answer)> {
+    futures_util::future::join_all((0..30).map(|n| {
+        let url = url.clone();
+        let id = format!("{tag}-{n}");
+        async move {
+            let got = answer(sys.req(Method::GET, &url, None).header("x-request-id", &id)).await;
+            (id, got)
+        }
+    }))
+    .await
+}

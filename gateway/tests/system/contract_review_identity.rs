@@ -390,3 +390,33 @@ async fn one_request_id_end_to_end_for_problems_of_the_service_and_of_the_gatewa
         assert_eq!(ok.header("x-request-id"), Some(format!("ok-{n}").as_str()));
     }
 }
+
+/// Two `x-request-id` headers, the longest sane id, and a `Connection` header naming it: the
+/// answer's header and the service's `request_id` still agree.
+#[tokio::test]
+async fn odd_request_id_headers_still_give_one_id_end_to_end() {
+    let sys = Sys::start().await;
+    let longest = "a".repeat(128);
+    let cases: Vec<(&str, Vec<(&str, String)>)> = vec![
+        ("two ids", vec![("x-request-id", "first-id".into()), ("x-request-id", "second-id".into())]),
+        ("two ids, first insane", vec![("x-request-id", "bad id".into()), ("x-request-id", "good-id".into())]),
+        ("longest", vec![("x-request-id", longest.clone())]),
+        ("with traceparent", vec![("x-request-id", "traced".into()), ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into())]),
+        ("bad traceparent", vec![("x-request-id", "traced-2".into()), ("traceparent", "garbage".into())]),
+    ];
+    for (name, headers) in cases {
+        for path in ["/v1/news/articles/art-none", "/v1/lingo/phrases/none"] {
+            let mut request = sys.req(Method::GET, path, None);
+            for (header, value) in &headers {
+                request = request.header(*header, value);
+            }
+            let got = answer(request).await;
+            let code = if path.contains("news") { "article_not_found" } else { "phrase_not_found" };
+            let id = got.assert_problem(404, code, name);
+            assert_eq!(got.headers.get_all("x-request-id").iter().count(), 1, "{name}");
+            if name == "longest" {
+                assert_eq!(id, longest);
+            }
+        }
+    }
+}
