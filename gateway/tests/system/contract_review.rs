@@ -47,6 +47,11 @@ impl Answer {
         );
         assert_eq!(body["status"], status, "{context}: {body}");
         assert_eq!(body["type"], "about:blank", "{context}");
+        assert_eq!(
+            body["title"].as_str(),
+            Some(rfc9110_title(status)),
+            "{context}: the title is the status's name in RFC 9110"
+        );
         let id = self
             .header("x-request-id")
             .unwrap_or_else(|| panic!("{context}: no x-request-id"))
@@ -57,6 +62,30 @@ impl Answer {
             "{context}: the problem names another request id than its header"
         );
         id
+    }
+}
+
+/// The name RFC 9110 gives each status a problem can have (docs/conventions.md: "`title`: the
+/// name of `status` as RFC 9110 gives it (`Unprocessable Content` for 422, `Content Too Large`
+/// for 413)").
+pub fn rfc9110_title(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
     }
 }
 
