@@ -398,3 +398,36 @@ async fn a_cursor_keeps_its_filters_and_order() {
             .assert_problem(400, "invalid_cursor", &path);
     }
 }
+
+/// `limit` and `offset` out of range or not plain digits are 400 `invalid_query` on every
+/// paged list through the gateway, never clamped; the edges of the ranges are taken.
+#[tokio::test]
+async fn limit_and_offset_out_of_range_are_refused_on_every_list() {
+    let sys = Sys::start().await;
+    let (thread, other) = fill(&sys).await;
+    let bad_limits = ["0", "101", "-1", "abc", "1.0", "+5", "5e0", "", "99999999999999999999"];
+    let bad_offsets = ["10001", "-1", "x", "1.5", "-0"];
+    for list in lists(&thread, &other) {
+        for limit in bad_limits {
+            let path = with_param(&list.path, "limit", limit);
+            list.get(&sys, &path)
+                .await
+                .assert_problem(400, "invalid_query", &path);
+        }
+        for limit in ["1", "100"] {
+            list.page(&sys, &with_param(&list.path, "limit", limit)).await;
+        }
+        if !list.offset {
+            continue;
+        }
+        for offset in bad_offsets {
+            let path = with_param(&list.path, "offset", offset);
+            list.get(&sys, &path)
+                .await
+                .assert_problem(400, "invalid_query", &path);
+        }
+        let last = list.page(&sys, &with_param(&list.path, "offset", "10000")).await;
+        assert_eq!(last["count"], 0, "{}", list.path);
+        assert!(last["next_offset"].is_null() && last["next_cursor"].is_null());
+    }
+}
