@@ -305,3 +305,48 @@ async fn fields_the_server_sets_are_refused_by_name() {
     }
     assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("fields")).await["total_xp"], 0);
 }
+
+/// "They stay exactly equal to the rows they count whoever writes those rows: the service under
+/// any mix of concurrent calls": likes, bookmarks and follows by many readers at once through
+/// the gateway, repeated and undone, leave counts equal to what stays.
+#[tokio::test]
+async fn counts_stay_exact_under_concurrent_toggles_through_the_gateway() {
+    use futures_util::future::join_all;
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let targets = [
+        format!("/v1/news/articles/{article}/like"),
+        format!("/v1/news/articles/{article}/bookmark"),
+        "/v1/news/journalists/jrn-0007/follow".to_owned(),
+        "/v1/news/organizations/org-007/follow".to_owned(),
+    ];
+    // Reader n does POST twice; even readers then DELETE twice; all at once.
+    let calls = (0..24).map(|n| {
+        let mut methods = vec![Method::POST, Method::POST];
+        if n % 2 == 0 {
+            methods.extend([Method::DELETE, Method::DELETE]);
+        }
+        let targets = targets.clone();
+        let sys = &sys;
+        async move {
+            for method in methods {
+                for target in &targets {
+                    let done = answer(sys.req(method.clone(), target, Some(&format!("toggler-{n}")))).await;
+                    assert_eq!(done.status, StatusCode::OK, "{method} {target}");
+                }
+            }
+        }
+    });
+    join_all(calls).await;
+    let read = sys.get_ok(&format!("/v1/news/articles/{article}"), Some("counter")).await;
+    assert_eq!(read["like_count"], 12);
+    assert_eq!(read["bookmark_count"], 12);
+    let journalists = sys.get_ok("/v1/news/journalists?organization_id=org-007&limit=100", Some("counter")).await;
+    let journalist = journalists["data"].as_array().unwrap().iter().find(|j| j["id"] == "jrn-0007").unwrap();
+    assert_eq!(journalist["follower_count"], 12);
+    let organizations = sys.get_ok("/v1/news/organizations?limit=100", Some("counter")).await;
+    let organization = organizations["data"].as_array().unwrap().iter().find(|o| o["id"] == "org-007").unwrap();
+    assert_eq!(organization["follower_count"], 12);
+    let repeat = answer(sys.req(Method::POST, &targets[0], Some("toggler-1"))).await;
+    assert_eq!(repeat.json(), json!({"article_id": article, "liked": true, "like_count": 12}));
+}
