@@ -185,3 +185,47 @@ async fn comments_replay_under_their_key_too() {
     .await;
     reused.assert_problem(422, "idempotency_key_reused", "comment");
 }
+
+/// A repeat while the first request still holds its key is 409 `idempotency_key_in_use`, with
+/// the request's own id through the gateway. The first request is held by taking its key's
+/// lock from outside (psql), where the service takes it (`pg_try_advisory_xact_lock`).
+#[tokio::test]
+async fn a_key_in_use_is_409_with_the_gateways_request_id() {
+    let sys = Sys::start().await;
+    let lock = shared_auth::pg::idempotency::lock_key("lingo:idempotency", "holder", "held-key");
+    let holder = std::process::Command::new("psql")
+        .arg(sys.stack.db.admin_url())
+        .args(["-q", "-c", &format!("SELECT pg_advisory_lock({lock})"), "-c", "SELECT pg_sleep(3)"])
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut holder) = holder else {
+        eprintln!("psql is not installed: cannot hold the key from outside; skipped");
+        return;
+    };
+    let body = session(60).to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut in_use = None;
+    while std::time::Instant::now() < deadline {
+        let got = answer(
+            sys.req(Method::POST, SESSIONS, Some("holder"))
+                .header("content-type", "application/json")
+                .header("idempotency-key", "held-key")
+                .header("x-request-id", "while-held")
+                .body(body.clone()),
+        )
+        .await;
+        if got.status == StatusCode::CONFLICT {
+            in_use = Some(got);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let in_use = in_use.expect("never 409 while the key was held");
+    let id = in_use.assert_problem(409, "idempotency_key_in_use", "held key");
+    assert_eq!(id, "while-held");
+    assert_eq!(in_use.header("cache-control"), Some("private, no-store"));
+    holder.wait().unwrap();
+    let after = post_raw(&sys, SESSIONS, "holder", Some("held-key"), &body).await;
+    assert_eq!(after.status, StatusCode::CREATED, "{}", after.json());
+    assert_eq!(session_count(&sys, "holder").await, 1);
+}
