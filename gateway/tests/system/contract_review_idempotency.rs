@@ -229,3 +229,46 @@ async fn a_key_in_use_is_409_with_the_gateways_request_id() {
     assert_eq!(after.status, StatusCode::CREATED, "{}", after.json());
     assert_eq!(session_count(&sys, "holder").await, 1);
 }
+
+/// A service's own 503 `timeout` (its 5 s deadline passed while its statement waited on a lock)
+/// comes through the gateway unchanged, with the request's id; the write was cancelled, and its
+/// retry with the same key is recorded once.
+#[tokio::test]
+async fn a_services_deadline_503_passes_through_and_the_retry_records_once() {
+    let sys = Sys::start().await;
+    let holder = std::process::Command::new("psql")
+        .arg(sys.stack.db.admin_url())
+        .args([
+            "-q",
+            "-c",
+            "BEGIN; LOCK TABLE lingo.learners IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(7); COMMIT;",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut holder) = holder else {
+        eprintln!("psql is not installed: cannot hold a lock from outside; skipped");
+        return;
+    };
+    // Let psql take the lock before the write arrives.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let body = session(60).to_string();
+    let started = std::time::Instant::now();
+    let timed_out = answer(
+        sys.req(Method::POST, SESSIONS, Some("deadline"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "slow-key")
+            .header("x-request-id", "slow-1")
+            .body(body.clone()),
+    )
+    .await;
+    let waited = started.elapsed();
+    let id = timed_out.assert_problem(503, "timeout", "a write past the service's deadline");
+    assert_eq!(id, "slow-1");
+    assert!(waited < std::time::Duration::from_secs(7), "answered after {waited:?}");
+    holder.wait().unwrap();
+    let retry = post_raw(&sys, SESSIONS, "deadline", Some("slow-key"), &body).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.json());
+    assert_eq!(retry.header("idempotency-replayed"), None, "the first attempt recorded nothing");
+    assert_eq!(session_count(&sys, "deadline").await, 1);
+    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("deadline")).await["total_xp"], 20);
+}
