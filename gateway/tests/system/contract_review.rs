@@ -142,7 +142,12 @@ impl Sys {
     /// `GET` that must be 200; returns its JSON.
     pub async fn get_ok(&self, path: &str, who: Option<&str>) -> Value {
         let answer = self.get(path, who).await;
-        assert_eq!(answer.status, StatusCode::OK, "GET {path}: {}", answer.json());
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "GET {path}: {}",
+            answer.json()
+        );
         answer.json()
     }
 
@@ -173,7 +178,7 @@ pub fn ids(page: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("no data: {page}"))
         .iter()
-        .map(|item| item_id(item))
+        .map(item_id)
         .collect()
 }
 

@@ -49,15 +49,20 @@ async fn a_body_between_the_two_limits_is_413_from_the_service_with_the_gateways
                     .header("content-type", "application/json")
                     .header("x-request-id", format!("big-{size}"))
             };
-            let declared = answer(send(sys.req(Method::POST, path, Some("big"))).body(bytes.clone())).await;
+            let declared =
+                answer(send(sys.req(Method::POST, path, Some("big"))).body(bytes.clone())).await;
             let id = declared.assert_problem(413, "payload_too_large", &format!("{path} {size}"));
             assert_eq!(id, format!("big-{size}"));
-            let streamed = answer(send(sys.req(Method::POST, path, Some("big"))).body(chunked(bytes))).await;
+            let streamed =
+                answer(send(sys.req(Method::POST, path, Some("big"))).body(chunked(bytes))).await;
             streamed.assert_problem(413, "payload_too_large", &format!("{path} {size} chunked"));
         }
     }
     // Nothing was recorded.
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("big")).await["total_xp"], 0);
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("big")).await["total_xp"],
+        0
+    );
 }
 
 /// "128 KiB ... so that the longest legal comment fits in any script and any JSON encoding of
@@ -69,8 +74,10 @@ async fn the_longest_legal_comment_fits_through_the_gateway_in_any_encoding() {
     let escaped = "\\ud83d\\ude00".repeat(10_000);
     let bodies = [
         format!("{{\"article_id\":\"{article}\",\"text\":\"{escaped}\"}}"),
-        serde_json::to_string(&json!({"article_id": article, "text": "😀".repeat(10_000)})).unwrap(),
-        serde_json::to_string(&json!({"article_id": article, "text": "字".repeat(10_000)})).unwrap(),
+        serde_json::to_string(&json!({"article_id": article, "text": "😀".repeat(10_000)}))
+            .unwrap(),
+        serde_json::to_string(&json!({"article_id": article, "text": "字".repeat(10_000)}))
+            .unwrap(),
     ];
     for body in bodies {
         let posted = answer(
@@ -79,8 +86,17 @@ async fn the_longest_legal_comment_fits_through_the_gateway_in_any_encoding() {
                 .body(body.clone()),
         )
         .await;
-        assert_eq!(posted.status, StatusCode::CREATED, "{} bytes: {}", body.len(), posted.json());
-        assert_eq!(posted.json()["text"].as_str().unwrap().chars().count(), 10_000);
+        assert_eq!(
+            posted.status,
+            StatusCode::CREATED,
+            "{} bytes: {}",
+            body.len(),
+            posted.json()
+        );
+        assert_eq!(
+            posted.json()["text"].as_str().unwrap().chars().count(),
+            10_000
+        );
     }
     let too_long = json!({"article_id": article, "text": "😀".repeat(10_001)});
     let refused = sys.post_json("/v1/news/comments", "long", &too_long).await;
@@ -119,7 +135,11 @@ async fn bodies_are_json_by_their_media_type_with_or_without_parameters() {
             )
             .await;
             if posted.status != StatusCode::CREATED {
-                wrong.push(format!("{path} {media:?}: {} {}", posted.status, posted.json()));
+                wrong.push(format!(
+                    "{path} {media:?}: {} {}",
+                    posted.status,
+                    posted.json()
+                ));
             }
         }
         for media in refused {
@@ -135,7 +155,11 @@ async fn bodies_are_json_by_their_media_type_with_or_without_parameters() {
                 posted.assert_problem(415, "unsupported_media_type", media);
             }
         }
-        let no_type = answer(sys.req(Method::POST, path, Some("media")).body(bytes.clone())).await;
+        let no_type = answer(
+            sys.req(Method::POST, path, Some("media"))
+                .body(bytes.clone()),
+        )
+        .await;
         no_type.assert_problem(415, "unsupported_media_type", "no content type");
         let gzip = answer(
             sys.req(Method::POST, path, Some("media"))
@@ -165,7 +189,9 @@ async fn an_empty_body_on_a_write_is_400_malformed_json() {
         let streamed = answer(
             sys.req(Method::POST, path, Some("empty"))
                 .header("content-type", "application/json")
-                .body(Body::wrap_stream(stream::iter(Vec::<Result<Vec<u8>, std::io::Error>>::new()))),
+                .body(Body::wrap_stream(stream::iter(Vec::<
+                    Result<Vec<u8>, std::io::Error>,
+                >::new()))),
         )
         .await;
         streamed.assert_problem(400, "malformed_json", path);
@@ -187,7 +213,10 @@ async fn an_empty_body_on_a_write_is_400_malformed_json() {
             .await;
             let problem = not_object.json();
             not_object.assert_problem(422, "validation_failed", body);
-            assert_eq!(problem["errors"][0]["field"], "body", "{path} {body}: {problem}");
+            assert_eq!(
+                problem["errors"][0]["field"], "body",
+                "{path} {body}: {problem}"
+            );
         }
     }
 }
@@ -209,7 +238,11 @@ async fn toggles_take_no_body_with_or_without_a_json_content_type() {
             let variants: [(&str, Option<&str>, &str); 5] = [
                 ("nothing", None, ""),
                 ("json type, empty", Some("application/json"), ""),
-                ("json type, charset, empty", Some("application/json; charset=utf-8"), ""),
+                (
+                    "json type, charset, empty",
+                    Some("application/json; charset=utf-8"),
+                    "",
+                ),
                 ("json object", Some("application/json"), "{}"),
                 ("json null", Some("application/json"), "null"),
             ];
@@ -223,10 +256,18 @@ async fn toggles_take_no_body_with_or_without_a_json_content_type() {
                     request = request.body(body);
                 }
                 let toggled = answer(request).await;
-                assert_eq!(toggled.status, StatusCode::OK, "{method} {target} {name}: {}", toggled.json());
+                assert_eq!(
+                    toggled.status,
+                    StatusCode::OK,
+                    "{method} {target} {name}: {}",
+                    toggled.json()
+                );
                 states.push(toggled.json());
             }
-            assert!(states.windows(2).all(|w| w[0] == w[1]), "{method} {target}: {states:?}");
+            assert!(
+                states.windows(2).all(|w| w[0] == w[1]),
+                "{method} {target}: {states:?}"
+            );
             let text = answer(
                 sys.req(method.clone(), target, Some("toggler"))
                     .header("content-type", "text/plain")
@@ -244,7 +285,11 @@ async fn the_location_of_a_201_resolves_through_the_gateway() {
     let sys = Sys::start().await;
     let article = sys.article_ids(1).await.remove(0);
     let top = sys
-        .post_json("/v1/news/comments", "locator", &json!({"article_id": article, "text": "top"}))
+        .post_json(
+            "/v1/news/comments",
+            "locator",
+            &json!({"article_id": article, "text": "top"}),
+        )
         .await;
     assert_eq!(top.status, StatusCode::CREATED);
     let reply = sys
@@ -271,7 +316,10 @@ async fn the_location_of_a_201_resolves_through_the_gateway() {
     for field in ["total_xp", "level", "leveled_up"] {
         created.as_object_mut().unwrap().remove(field);
     }
-    assert_eq!(fetched, created, "the session at its Location is the one created");
+    assert_eq!(
+        fetched, created,
+        "the session at its Location is the one created"
+    );
 }
 
 /// Unknown and repeated fields are 422, the server-set ones (`learner_id`, `author_id`)
@@ -303,7 +351,10 @@ async fn fields_the_server_sets_are_refused_by_name() {
         .await;
         refused.assert_problem(422, "validation_failed", "repeated fields");
     }
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("fields")).await["total_xp"], 0);
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("fields")).await["total_xp"],
+        0
+    );
 }
 
 /// "They stay exactly equal to the rows they count whoever writes those rows: the service under
@@ -331,22 +382,46 @@ async fn counts_stay_exact_under_concurrent_toggles_through_the_gateway() {
         async move {
             for method in methods {
                 for target in &targets {
-                    let done = answer(sys.req(method.clone(), target, Some(&format!("toggler-{n}")))).await;
+                    let done =
+                        answer(sys.req(method.clone(), target, Some(&format!("toggler-{n}"))))
+                            .await;
                     assert_eq!(done.status, StatusCode::OK, "{method} {target}");
                 }
             }
         }
     });
     join_all(calls).await;
-    let read = sys.get_ok(&format!("/v1/news/articles/{article}"), Some("counter")).await;
+    let read = sys
+        .get_ok(&format!("/v1/news/articles/{article}"), Some("counter"))
+        .await;
     assert_eq!(read["like_count"], 12);
     assert_eq!(read["bookmark_count"], 12);
-    let journalists = sys.get_ok("/v1/news/journalists?organization_id=org-007&limit=100", Some("counter")).await;
-    let journalist = journalists["data"].as_array().unwrap().iter().find(|j| j["id"] == "jrn-0007").unwrap();
+    let journalists = sys
+        .get_ok(
+            "/v1/news/journalists?organization_id=org-007&limit=100",
+            Some("counter"),
+        )
+        .await;
+    let journalist = journalists["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == "jrn-0007")
+        .unwrap();
     assert_eq!(journalist["follower_count"], 12);
-    let organizations = sys.get_ok("/v1/news/organizations?limit=100", Some("counter")).await;
-    let organization = organizations["data"].as_array().unwrap().iter().find(|o| o["id"] == "org-007").unwrap();
+    let organizations = sys
+        .get_ok("/v1/news/organizations?limit=100", Some("counter"))
+        .await;
+    let organization = organizations["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "org-007")
+        .unwrap();
     assert_eq!(organization["follower_count"], 12);
     let repeat = answer(sys.req(Method::POST, &targets[0], Some("toggler-1"))).await;
-    assert_eq!(repeat.json(), json!({"article_id": article, "liked": true, "like_count": 12}));
+    assert_eq!(
+        repeat.json(),
+        json!({"article_id": article, "liked": true, "like_count": 12})
+    );
 }

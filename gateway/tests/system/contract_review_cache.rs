@@ -49,9 +49,7 @@ fn age(answer: &Answer) -> Option<u64> {
 }
 
 async fn anonymous(sys: &Sys, url: &str, id: &str, if_none_match: Option<&str>) -> Answer {
-    let mut request = sys
-        .req(Method::GET, url, None)
-        .header("x-request-id", id);
+    let mut request = sys.req(Method::GET, url, None).header("x-request-id", id);
     if let Some(tag) = if_none_match {
         request = request.header("if-none-match", tag);
     }
@@ -65,7 +63,9 @@ async fn anonymous_reads_are_public_strongly_tagged_and_answered_304_from_the_ca
         let fresh = anonymous(&sys, url, &format!("fresh-{n}"), None).await;
         assert_eq!(fresh.status, StatusCode::OK, "{url}");
         assert_eq!(fresh.header("cache-control"), Some(PUBLIC), "{url}");
-        let etag = fresh.header("etag").unwrap_or_else(|| panic!("{url}: no ETag"));
+        let etag = fresh
+            .header("etag")
+            .unwrap_or_else(|| panic!("{url}: no ETag"));
         assert!(
             etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2,
             "{url}: not a strong ETag: {etag}"
@@ -77,12 +77,19 @@ async fn anonymous_reads_are_public_strongly_tagged_and_answered_304_from_the_ca
             "{url}: Vary"
         );
         assert_eq!(age(&fresh), None, "{url}: a fresh answer carries no Age");
-        assert_eq!(fresh.header("x-request-id"), Some(format!("fresh-{n}").as_str()));
+        assert_eq!(
+            fresh.header("x-request-id"),
+            Some(format!("fresh-{n}").as_str())
+        );
 
         // The stored answer: same bytes and tag, with Age, and this request's own id.
         let stored = anonymous(&sys, url, &format!("stored-{n}"), None).await;
         assert_eq!(stored.status, StatusCode::OK, "{url}");
-        assert!(age(&stored).is_some_and(|a| a <= 30), "{url}: Age {:?}", age(&stored));
+        assert!(
+            age(&stored).is_some_and(|a| a <= 30),
+            "{url}: Age {:?}",
+            age(&stored)
+        );
         assert_eq!(stored.bytes, fresh.bytes, "{url}");
         assert_eq!(stored.header("etag"), Some(etag), "{url}");
         assert_eq!(stored.header("cache-control"), Some(PUBLIC), "{url}");
@@ -101,7 +108,10 @@ async fn anonymous_reads_are_public_strongly_tagged_and_answered_304_from_the_ca
             assert!(not_modified.bytes.is_empty(), "{url}: a 304 has no body");
             assert_eq!(not_modified.header("etag"), Some(etag), "{url}");
             assert_eq!(not_modified.header("cache-control"), Some(PUBLIC), "{url}");
-            assert!(age(&not_modified).is_some(), "{url}: Age on a 304 from the cache");
+            assert!(
+                age(&not_modified).is_some(),
+                "{url}: Age on a 304 from the cache"
+            );
             assert_eq!(
                 not_modified.header("x-request-id"),
                 Some(format!("inm-{n}").as_str())
@@ -120,7 +130,11 @@ async fn anonymous_reads_are_public_strongly_tagged_and_answered_304_from_the_ca
         .await;
         assert_eq!(from_service.status, StatusCode::NOT_MODIFIED, "{url}");
         assert_eq!(from_service.header("etag"), Some(etag), "{url}");
-        assert_eq!(age(&from_service), None, "{url}: the service's 304 has no Age");
+        assert_eq!(
+            age(&from_service),
+            None,
+            "{url}: the service's 304 has no Age"
+        );
         assert!(from_service.bytes.is_empty());
 
         // The gateway does not rewrite the service's validator.
@@ -153,7 +167,10 @@ async fn signed_in_reads_are_private_and_never_answered_from_the_cache() {
     for url in cacheable_urls(&sys).await {
         let fresh = anonymous(&sys, &url, "anon", None).await;
         let etag = fresh.header("etag").unwrap().to_owned();
-        assert!(age(&anonymous(&sys, &url, "anon", None).await).is_some(), "{url}");
+        assert!(
+            age(&anonymous(&sys, &url, "anon", None).await).is_some(),
+            "{url}"
+        );
 
         for tag in [None, Some(etag.as_str()), Some("*")] {
             let mut request = sys.req(Method::GET, &url, Some("cache-reader"));
@@ -163,7 +180,11 @@ async fn signed_in_reads_are_private_and_never_answered_from_the_cache() {
             let mine = answer(request).await;
             assert_eq!(mine.status, StatusCode::OK, "{url} {tag:?}");
             assert_eq!(mine.header("cache-control"), Some(PRIVATE), "{url}");
-            assert_eq!(mine.header("etag"), None, "{url}: a personal answer has no ETag");
+            assert_eq!(
+                mine.header("etag"),
+                None,
+                "{url}: a personal answer has no ETag"
+            );
             assert_eq!(age(&mine), None, "{url}: from the cache");
             if url.starts_with("/v1/news/") && !url.contains("comment") {
                 let body = mine.json();
@@ -188,7 +209,10 @@ async fn an_invalid_credential_is_401_even_when_a_public_copy_is_stored() {
     let sys = Sys::start().await;
     for url in cacheable_urls(&sys).await {
         anonymous(&sys, &url, "a", None).await;
-        assert!(age(&anonymous(&sys, &url, "b", None).await).is_some(), "{url}");
+        assert!(
+            age(&anonymous(&sys, &url, "b", None).await).is_some(),
+            "{url}"
+        );
         let cases = [
             ("Bearer not-a-jwt", "invalid_token"),
             ("Basic dXNlcjpwYXNz", "invalid_authorization_header"),
@@ -239,11 +263,16 @@ async fn me_answers_and_problems_are_private_no_store() {
         refused.assert_problem(401, "missing_token", url);
         assert_eq!(refused.header("cache-control"), Some(PRIVATE), "{url}");
     }
-    let bad_query = sys.get("/v1/lingo/me/study-sessions?limit=0", Some("x")).await;
+    let bad_query = sys
+        .get("/v1/lingo/me/study-sessions?limit=0", Some("x"))
+        .await;
     bad_query.assert_problem(400, "invalid_query", "limit=0");
     assert_eq!(bad_query.header("cache-control"), Some(PRIVATE));
     let other = sys
-        .get(&format!("/v1/lingo/me/study-sessions/{session}"), Some("someone-else"))
+        .get(
+            &format!("/v1/lingo/me/study-sessions/{session}"),
+            Some("someone-else"),
+        )
         .await;
     other.assert_problem(404, "study_session_not_found", "another learner's session");
     assert_eq!(other.header("cache-control"), Some(PRIVATE));
@@ -259,7 +288,11 @@ async fn me_answers_and_problems_are_private_no_store() {
             let missing = sys.get(url, None).await;
             assert!(missing.status.is_client_error(), "{url}");
             assert_eq!(missing.header("cache-control"), Some(PRIVATE), "{url}");
-            assert_eq!(age(&missing), None, "{url}: a problem served from the cache");
+            assert_eq!(
+                age(&missing),
+                None,
+                "{url}: a problem served from the cache"
+            );
             assert_eq!(missing.header("etag"), None, "{url}");
         }
     }
@@ -286,7 +319,11 @@ async fn a_like_shows_at_once_to_its_reader_and_anonymous_copies_lag_at_most_max
         .to_owned();
     let article_url = format!("/v1/news/articles/{id}");
     let search_url = format!("/v1/news/search?q={title_word}&sort=newest&limit=100");
-    let urls = ["/v1/news/articles?limit=3".to_owned(), article_url.clone(), search_url];
+    let urls = [
+        "/v1/news/articles?limit=3".to_owned(),
+        article_url.clone(),
+        search_url,
+    ];
     let mut before = Vec::new();
     for url in &urls {
         let fresh = sys.get(url, None).await;
@@ -319,7 +356,11 @@ async fn a_like_shows_at_once_to_its_reader_and_anonymous_copies_lag_at_most_max
                 .header("if-none-match", etag.as_str()),
         )
         .await;
-        assert_eq!(current.status, StatusCode::OK, "{url}: the old tag still matches");
+        assert_eq!(
+            current.status,
+            StatusCode::OK,
+            "{url}: the old tag still matches"
+        );
         assert_ne!(current.header("etag"), Some(etag.as_str()), "{url}");
     }
 }
@@ -347,7 +388,12 @@ async fn two_signed_in_readers_of_one_url_get_their_own_viewer() {
     assert_eq!(liked.status, StatusCode::OK);
     for _ in 0..3 {
         let fan = sys.get_ok(&url, Some("fan")).await;
-        let other = answer(sys.client.get(format!("{}{url}", sys.stack.gateway_url)).bearer_auth(token("not-a-fan"))).await;
+        let other = answer(
+            sys.client
+                .get(format!("{}{url}", sys.stack.gateway_url))
+                .bearer_auth(token("not-a-fan")),
+        )
+        .await;
         assert_eq!(fan["viewer"]["liked"], true);
         assert_eq!(other.json()["viewer"]["liked"], false);
         assert_eq!(age(&other), None);
@@ -376,7 +422,10 @@ async fn coalesced_requests_each_carry_their_own_request_id() {
         let code = got.json()["code"].as_str().unwrap_or_default().to_owned();
         assert_eq!(code, "upstream_unavailable", "{id}: {}", got.status);
         if got.status == StatusCode::SERVICE_UNAVAILABLE {
-            assert!(got.header("retry-after").is_some(), "{id}: a 503 without Retry-After");
+            assert!(
+                got.header("retry-after").is_some(),
+                "{id}: a 503 without Retry-After"
+            );
         }
         assert_eq!(got.assert_problem(got.status.as_u16(), &code, &id), id);
     }

@@ -16,7 +16,10 @@ const ADMIN: &str = "https://admin.example.com";
 fn exposes(answer: &Answer, header: &str) -> bool {
     answer
         .header("access-control-expose-headers")
-        .is_some_and(|list| list.split(',').any(|h| h.trim().eq_ignore_ascii_case(header)))
+        .is_some_and(|list| {
+            list.split(',')
+                .any(|h| h.trim().eq_ignore_ascii_case(header))
+        })
 }
 
 /// A browser reads an answer only when it carries `Access-Control-Allow-Origin` for its origin:
@@ -31,7 +34,10 @@ async fn cors_headers_are_on_every_answer_for_an_allowed_origin_whoever_made_it(
         sys.req(Method::OPTIONS, "/v1/news/comments", None)
             .header("origin", APP)
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "authorization, content-type, idempotency-key"),
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type, idempotency-key",
+            ),
     )
     .await;
     assert!(preflight.status.is_success(), "{}", preflight.status);
@@ -53,12 +59,26 @@ async fn cors_headers_are_on_every_answer_for_an_allowed_origin_whoever_made_it(
             .json(&json!({"duration_seconds": 5, "phrases_seen": 0, "phrases_correct": 0, "language_code": "es"}))),
     ];
     for (name, request) in cases {
-        let origin = if name.contains("another origin") { ADMIN } else { APP };
+        let origin = if name.contains("another origin") {
+            ADMIN
+        } else {
+            APP
+        };
         let got = answer(request).await;
         if got.header("access-control-allow-origin") != Some(origin) {
-            wrong.push(format!("{name} ({}): Access-Control-Allow-Origin {:?}", got.status, got.header("access-control-allow-origin")));
+            wrong.push(format!(
+                "{name} ({}): Access-Control-Allow-Origin {:?}",
+                got.status,
+                got.header("access-control-allow-origin")
+            ));
         }
-        for header in ["x-request-id", "etag", "location", "www-authenticate", "idempotency-replayed"] {
+        for header in [
+            "x-request-id",
+            "etag",
+            "location",
+            "www-authenticate",
+            "idempotency-replayed",
+        ] {
             if !exposes(&got, header) {
                 wrong.push(format!("{name}: {header} not exposed"));
             }
@@ -77,7 +97,11 @@ async fn cors_headers_are_on_every_answer_for_an_allowed_origin_whoever_made_it(
         wrong.push("304 from the cache: no Access-Control-Allow-Origin".into());
     }
     // An origin not listed gets no grant, even from the cache.
-    let stranger = answer(sys.req(Method::GET, url, None).header("origin", "https://evil.example")).await;
+    let stranger = answer(
+        sys.req(Method::GET, url, None)
+            .header("origin", "https://evil.example"),
+    )
+    .await;
     assert_eq!(stranger.status, StatusCode::OK);
     if stranger.header("access-control-allow-origin").is_some() {
         wrong.push("an unlisted origin was granted".into());
@@ -126,7 +150,10 @@ async fn rate_limits_count_cached_reads_and_stop_writes_before_the_service() {
     let mut remaining = Vec::new();
     for _ in 0..7 {
         let read = sys.get("/v1/lingo/languages", None).await;
-        remaining.push((read.status.as_u16(), read.header("ratelimit-remaining").map(str::to_owned)));
+        remaining.push((
+            read.status.as_u16(),
+            read.header("ratelimit-remaining").map(str::to_owned),
+        ));
     }
     assert_eq!(remaining[6].0, 429, "{remaining:?}");
     let counted: Vec<Option<String>> = remaining[..6].iter().map(|r| r.1.clone()).collect();
@@ -149,7 +176,11 @@ async fn an_anonymous_count_lags_at_most_max_age() {
     let age: u64 = stale.header("age").unwrap().parse().unwrap();
     tokio::time::sleep(Duration::from_secs(31 - age.min(30))).await;
     let fresh = sys.get(&url, None).await;
-    assert_eq!(fresh.json()["like_count"], before + 1, "past max-age the count is current");
+    assert_eq!(
+        fresh.json()["like_count"],
+        before + 1,
+        "past max-age the count is current"
+    );
     assert_eq!(fresh.header("age"), None, "fetched again");
 }
 
@@ -157,20 +188,38 @@ async fn an_anonymous_count_lags_at_most_max_age() {
 #[tokio::test]
 async fn a_conditional_request_on_a_miss_is_answered_and_stores_the_whole_answer() {
     let sys = Sys::start().await;
-    for url in ["/v1/lingo/phrases/ph-fr-002", "/v1/news/organizations?limit=3"] {
+    for url in [
+        "/v1/lingo/phrases/ph-fr-002",
+        "/v1/news/organizations?limit=3",
+    ] {
         // The tag as the service gives it, learnt past the gateway.
         let direct = answer(sys.direct(Method::GET, url)).await;
         let etag = direct.header("etag").unwrap().to_owned();
-        let first = answer(sys.req(Method::GET, url, None).header("if-none-match", &etag)).await;
+        let first = answer(
+            sys.req(Method::GET, url, None)
+                .header("if-none-match", &etag),
+        )
+        .await;
         assert_eq!(first.status, StatusCode::NOT_MODIFIED, "{url}");
         assert_eq!(first.header("etag"), Some(etag.as_str()));
         let whole = sys.get(url, None).await;
         assert_eq!(whole.status, StatusCode::OK);
-        assert!(whole.header("age").is_some(), "{url}: the miss stored the answer");
+        assert!(
+            whole.header("age").is_some(),
+            "{url}: the miss stored the answer"
+        );
         assert_eq!(whole.bytes, direct.bytes, "{url}");
         let other_url = with_param(url, "x", "1");
-        let miss_other = answer(sys.req(Method::GET, &other_url, None).header("if-none-match", "\"stale\"")).await;
-        assert_eq!(miss_other.status, StatusCode::OK, "{url}: a tag that does not match");
+        let miss_other = answer(
+            sys.req(Method::GET, &other_url, None)
+                .header("if-none-match", "\"stale\""),
+        )
+        .await;
+        assert_eq!(
+            miss_other.status,
+            StatusCode::OK,
+            "{url}: a tag that does not match"
+        );
     }
 }
 
@@ -207,7 +256,9 @@ async fn percent_encoded_ids_reach_the_service_decoded() {
     let id = sys.article_ids(1).await.remove(0);
     let encoded: String = id.bytes().map(|b| format!("%{b:02X}")).collect();
     let plain = sys.get_ok(&format!("/v1/news/articles/{id}"), None).await;
-    let via_encoding = sys.get_ok(&format!("/v1/news/articles/{encoded}"), None).await;
+    let via_encoding = sys
+        .get_ok(&format!("/v1/news/articles/{encoded}"), None)
+        .await;
     assert_eq!(plain, via_encoding);
     let phrase = sys.get_ok("/v1/lingo/phrases/ph%2Des%2D001", None).await;
     assert_eq!(phrase["id"], "ph-es-001");
@@ -216,7 +267,10 @@ async fn percent_encoded_ids_reach_the_service_decoded() {
         ("/v1/news/articles/%FF%FE", "article_not_found"),
         ("/v1/news/articles/a%2Fb", "article_not_found"),
         ("/v1/lingo/phrases/%E2%82", "phrase_not_found"),
-        ("/v1/news/comments/0193A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B", "comment_not_found"),
+        (
+            "/v1/news/comments/0193A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B",
+            "comment_not_found",
+        ),
         ("/v1/news/comments/not-a-uuid", "comment_not_found"),
     ] {
         sys.get(path, None).await.assert_problem(404, code, path);
@@ -228,7 +282,10 @@ async fn percent_encoded_ids_reach_the_service_decoded() {
 #[tokio::test]
 async fn if_none_match_over_two_lines_is_one_list_at_the_cache() {
     let sys = Sys::start().await;
-    for url in ["/v1/lingo/phrases/ph-de-003", "/v1/news/journalists?limit=4"] {
+    for url in [
+        "/v1/lingo/phrases/ph-de-003",
+        "/v1/news/journalists?limit=4",
+    ] {
         let direct = answer(sys.direct(Method::GET, url)).await;
         let etag = direct.header("etag").unwrap().to_owned();
         for lines in [["\"nope\"", etag.as_str()], [etag.as_str(), "\"nope\""]] {
@@ -241,7 +298,10 @@ async fn if_none_match_over_two_lines_is_one_list_at_the_cache() {
             assert_eq!(two.status, StatusCode::NOT_MODIFIED, "{url} {lines:?}");
             let whole = sys.get(url, None).await;
             assert_eq!(whole.status, StatusCode::OK, "{url}");
-            assert_eq!(whole.bytes, direct.bytes, "{url}: the stored answer is whole");
+            assert_eq!(
+                whole.bytes, direct.bytes,
+                "{url}: the stored answer is whole"
+            );
         }
         let neither = answer(
             sys.req(Method::GET, url, None)
@@ -263,8 +323,16 @@ async fn a_body_behind_expect_100_continue_gets_through() {
     let body = json!({"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1,
         "language_code": "es"})
     .to_string();
-    let address = sys.stack.gateway_url.trim_start_matches("http://").to_owned();
-    for (length, expected) in [(body.len(), "201"), (300 * 1024, "413"), (2 * 1024 * 1024, "413")] {
+    let address = sys
+        .stack
+        .gateway_url
+        .trim_start_matches("http://")
+        .to_owned();
+    for (length, expected) in [
+        (body.len(), "201"),
+        (300 * 1024, "413"),
+        (2 * 1024 * 1024, "413"),
+    ] {
         let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
         let head = format!(
             "POST /v1/lingo/me/study-sessions HTTP/1.1\r\nhost: {address}\r\n\
@@ -286,9 +354,14 @@ async fn a_body_behind_expect_100_continue_gets_through() {
             padded.resize(length, b' ');
             let _ = stream.write_all(&padded).await;
             let mut rest = Vec::new();
-            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
             let text = String::from_utf8_lossy(&rest).into_owned();
-            let after_interim = interim.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+            let after_interim = interim
+                .split("\r\n\r\n")
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
             after_interim + &text
         } else {
             interim
@@ -308,7 +381,10 @@ async fn the_services_limit_is_128_kib_exactly_through_the_gateway() {
     let sys = Sys::start().await;
     let article = sys.article_ids(1).await.remove(0);
     let body = json!({"article_id": article, "text": "edge"}).to_string();
-    for (length, status) in [(128 * 1024, StatusCode::CREATED), (128 * 1024 + 1, StatusCode::PAYLOAD_TOO_LARGE)] {
+    for (length, status) in [
+        (128 * 1024, StatusCode::CREATED),
+        (128 * 1024 + 1, StatusCode::PAYLOAD_TOO_LARGE),
+    ] {
         let mut padded = body.clone().into_bytes();
         padded.resize(length, b' ');
         for chunked in [false, true] {
@@ -325,7 +401,12 @@ async fn the_services_limit_is_128_kib_exactly_through_the_gateway() {
                     .body(payload),
             )
             .await;
-            assert_eq!(posted.status, status, "{length} chunked={chunked}: {}", posted.json());
+            assert_eq!(
+                posted.status,
+                status,
+                "{length} chunked={chunked}: {}",
+                posted.json()
+            );
         }
     }
 }

@@ -16,13 +16,20 @@ pub async fn get_endpoints(sys: &Sys) -> Vec<(String, Option<String>)> {
     let document = sys.get_ok("/openapi.json", None).await;
     let article = sys.article_ids(1).await.remove(0);
     let comment = sys
-        .post_json("/v1/news/comments", "header", &json!({"article_id": article, "text": "hi"}))
+        .post_json(
+            "/v1/news/comments",
+            "header",
+            &json!({"article_id": article, "text": "hi"}),
+        )
         .await
         .json()["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let session = sys.study("header", "es").await.json()["id"].as_str().unwrap().to_owned();
+    let session = sys.study("header", "es").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut endpoints = Vec::new();
     for (path, operations) in document["paths"].as_object().unwrap() {
         let Some(get) = operations.get("get") else {
@@ -33,14 +40,20 @@ pub async fn get_endpoints(sys: &Sys) -> Vec<(String, Option<String>)> {
             .replace("{comment_id}", &comment)
             .replace("{phrase_id}", "ph-es-001")
             .replace("{id}", &session);
-        assert!(!concrete.contains('{'), "a parameter this test does not know: {path}");
+        assert!(
+            !concrete.contains('{'),
+            "a parameter this test does not know: {path}"
+        );
         let concrete = if concrete.ends_with("/search") {
             format!("{concrete}?q=housing")
         } else {
             concrete
         };
         let security = get["security"].as_array().cloned().unwrap_or_default();
-        let anonymous = security.is_empty() || security.iter().any(|s| s.as_object().is_some_and(|o| o.is_empty()));
+        let anonymous = security.is_empty()
+            || security
+                .iter()
+                .any(|s| s.as_object().is_some_and(|o| o.is_empty()));
         let scopes: Vec<String> = security
             .iter()
             .filter_map(|s| s.as_object())
@@ -75,10 +88,16 @@ async fn call(sys: &Sys, method: Method, path: &str, bearer: Option<&str>) -> An
 fn compare(head: &Answer, get: &Answer, context: &str) -> Vec<String> {
     let mut wrong = Vec::new();
     if head.status != get.status {
-        wrong.push(format!("{context}: HEAD {} GET {}", head.status, get.status));
+        wrong.push(format!(
+            "{context}: HEAD {} GET {}",
+            head.status, get.status
+        ));
     }
     if !head.bytes.is_empty() {
-        wrong.push(format!("{context}: HEAD has a body of {} bytes", head.bytes.len()));
+        wrong.push(format!(
+            "{context}: HEAD has a body of {} bytes",
+            head.bytes.len()
+        ));
     }
     for name in SAME {
         if head.header(name) != get.header(name) {
@@ -89,13 +108,14 @@ fn compare(head: &Answer, get: &Answer, context: &str) -> Vec<String> {
             ));
         }
     }
-    if let Some(length) = head.header("content-length") {
-        if length != get.bytes.len().to_string() && head.status != StatusCode::NOT_MODIFIED {
-            wrong.push(format!(
-                "{context}: HEAD says content-length {length}, GET sent {} bytes",
-                get.bytes.len()
-            ));
-        }
+    if let Some(length) = head.header("content-length")
+        && length != get.bytes.len().to_string()
+        && head.status != StatusCode::NOT_MODIFIED
+    {
+        wrong.push(format!(
+            "{context}: HEAD says content-length {length}, GET sent {} bytes",
+            get.bytes.len()
+        ));
     }
     if head.header("x-request-id").is_none() {
         wrong.push(format!("{context}: HEAD without x-request-id"));
@@ -108,22 +128,39 @@ async fn head_on_every_get_endpoint_answers_like_get_without_a_body() {
     let sys = Sys::start().await;
     let mut wrong = Vec::new();
     for (path, bearer) in get_endpoints(&sys).await {
-        let context = format!("{path} {}", if bearer.is_some() { "token" } else { "anonymous" });
+        let context = format!(
+            "{path} {}",
+            if bearer.is_some() {
+                "token"
+            } else {
+                "anonymous"
+            }
+        );
         // HEAD first: a miss, forwarded; then GET; then HEAD again (from the cache when stored).
         let head_first = call(&sys, Method::HEAD, &path, bearer.as_deref()).await;
         let get = call(&sys, Method::GET, &path, bearer.as_deref()).await;
-        assert!(get.status.is_success(), "{context}: {} {}", get.status, get.json());
+        assert!(
+            get.status.is_success(),
+            "{context}: {} {}",
+            get.status,
+            get.json()
+        );
         let head_again = call(&sys, Method::HEAD, &path, bearer.as_deref()).await;
         wrong.extend(compare(&head_first, &get, &format!("{context} (first)")));
         wrong.extend(compare(&head_again, &get, &format!("{context} (again)")));
         if let Some(etag) = get.header("etag") {
-            let mut request = sys.req(Method::HEAD, &path, None).header("if-none-match", etag);
+            let mut request = sys
+                .req(Method::HEAD, &path, None)
+                .header("if-none-match", etag);
             if let Some(bearer) = &bearer {
                 request = request.bearer_auth(bearer);
             }
             let conditional = answer(request).await;
             if conditional.status != StatusCode::NOT_MODIFIED || !conditional.bytes.is_empty() {
-                wrong.push(format!("{context}: conditional HEAD {}", conditional.status));
+                wrong.push(format!(
+                    "{context}: conditional HEAD {}",
+                    conditional.status
+                ));
             }
         }
     }

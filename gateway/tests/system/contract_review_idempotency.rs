@@ -42,7 +42,11 @@ async fn a_replay_answers_the_first_response_and_changes_nothing() {
         "duration_seconds":60}"#;
     let first = post_raw(&sys, SESSIONS, "replayer", Some("key-1"), body).await;
     assert_eq!(first.status, StatusCode::CREATED);
-    assert_eq!(first.header("idempotency-replayed"), None, "the first answer is no replay");
+    assert_eq!(
+        first.header("idempotency-replayed"),
+        None,
+        "the first answer is no replay"
+    );
     for repeat in [body, same_values] {
         let replay = post_raw(&sys, SESSIONS, "replayer", Some("key-1"), repeat).await;
         assert_eq!(replay.status, StatusCode::CREATED);
@@ -58,7 +62,14 @@ async fn a_replay_answers_the_first_response_and_changes_nothing() {
     );
 
     // The same key with another body.
-    let reused = post_raw(&sys, SESSIONS, "replayer", Some("key-1"), &session(61).to_string()).await;
+    let reused = post_raw(
+        &sys,
+        SESSIONS,
+        "replayer",
+        Some("key-1"),
+        &session(61).to_string(),
+    )
+    .await;
     reused.assert_problem(422, "idempotency_key_reused", "another body");
     assert_eq!(reused.json()["errors"][0]["field"], "Idempotency-Key");
     assert_eq!(session_count(&sys, "replayer").await, 1);
@@ -81,7 +92,14 @@ async fn a_refused_request_stores_nothing_under_its_key() {
     refused.assert_problem(422, "unknown_language", "unknown language");
     let broken = post_raw(&sys, SESSIONS, "fixer", Some("fix-1"), "{").await;
     broken.assert_problem(400, "malformed_json", "broken");
-    let fixed = post_raw(&sys, SESSIONS, "fixer", Some("fix-1"), &session(60).to_string()).await;
+    let fixed = post_raw(
+        &sys,
+        SESSIONS,
+        "fixer",
+        Some("fix-1"),
+        &session(60).to_string(),
+    )
+    .await;
     assert_eq!(fixed.status, StatusCode::CREATED, "{}", fixed.json());
     assert_eq!(fixed.header("idempotency-replayed"), None);
 }
@@ -90,14 +108,22 @@ async fn a_refused_request_stores_nothing_under_its_key() {
 async fn a_key_that_is_not_1_to_255_visible_ascii_is_400() {
     let sys = Sys::start().await;
     let body = session(60).to_string();
-    for key in [String::new(), "k".repeat(256), "has space".into(), "tab\tkey".into()] {
+    for key in [
+        String::new(),
+        "k".repeat(256),
+        "has space".into(),
+        "tab\tkey".into(),
+    ] {
         let refused = post_raw(&sys, SESSIONS, "keys", Some(&key), &body).await;
         refused.assert_problem(400, "invalid_idempotency_key", &format!("{key:?}"));
     }
     let non_ascii = answer(
         sys.req(Method::POST, SESSIONS, Some("keys"))
             .header("content-type", "application/json")
-            .header("idempotency-key", reqwest::header::HeaderValue::from_bytes("clé".as_bytes()).unwrap())
+            .header(
+                "idempotency-key",
+                reqwest::header::HeaderValue::from_bytes("clé".as_bytes()).unwrap(),
+            )
             .body(body.clone()),
     )
     .await;
@@ -124,7 +150,8 @@ async fn concurrent_requests_with_one_key_record_one_session() {
     for round in 0..3 {
         let who = format!("racer-{round}");
         let body = session(60).to_string();
-        let answers = join_all((0..12).map(|_| post_raw(&sys, SESSIONS, &who, Some("race"), &body))).await;
+        let answers =
+            join_all((0..12).map(|_| post_raw(&sys, SESSIONS, &who, Some("race"), &body))).await;
         let mut created_ids = Vec::new();
         for answer in &answers {
             match answer.status {
@@ -136,25 +163,38 @@ async fn concurrent_requests_with_one_key_record_one_session() {
             }
         }
         assert!(!created_ids.is_empty());
-        assert!(created_ids.iter().all(|id| id == &created_ids[0]), "{created_ids:?}");
+        assert!(
+            created_ids.iter().all(|id| id == &created_ids[0]),
+            "{created_ids:?}"
+        );
         let originals = answers
             .iter()
-            .filter(|a| a.status == StatusCode::CREATED && a.header("idempotency-replayed").is_none())
+            .filter(|a| {
+                a.status == StatusCode::CREATED && a.header("idempotency-replayed").is_none()
+            })
             .count();
         assert_eq!(originals, 1, "one first answer, the rest replays");
         assert_eq!(session_count(&sys, &who).await, 1);
-        assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some(&who)).await["total_xp"], 20);
+        assert_eq!(
+            sys.get_ok("/v1/lingo/me/xp", Some(&who)).await["total_xp"],
+            20
+        );
     }
     // Concurrent posts with distinct keys (or none) are all counted.
     let body = session(60).to_string();
     let keys: Vec<String> = (0..10).map(|n| format!("distinct-{n}")).collect();
-    let with_keys = keys.iter().map(|k| post_raw(&sys, SESSIONS, "many", Some(k), &body));
+    let with_keys = keys
+        .iter()
+        .map(|k| post_raw(&sys, SESSIONS, "many", Some(k), &body));
     let answers = join_all(with_keys).await;
     assert!(answers.iter().all(|a| a.status == StatusCode::CREATED));
     let without = join_all((0..10).map(|_| post_raw(&sys, SESSIONS, "many", None, &body))).await;
     assert!(without.iter().all(|a| a.status == StatusCode::CREATED));
     assert_eq!(session_count(&sys, "many").await, 20);
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("many")).await["total_xp"], 400);
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("many")).await["total_xp"],
+        400
+    );
 }
 
 #[tokio::test]
@@ -162,18 +202,33 @@ async fn comments_replay_under_their_key_too() {
     let sys = Sys::start().await;
     let article = sys.article_ids(1).await.remove(0);
     let body = json!({"article_id": article, "text": "once"}).to_string();
-    let answers = join_all((0..8).map(|_| post_raw(&sys, "/v1/news/comments", "commenter", Some("c-1"), &body))).await;
-    let created: Vec<&Answer> = answers.iter().filter(|a| a.status == StatusCode::CREATED).collect();
-    assert!(answers.iter().all(|a| a.status == StatusCode::CREATED || a.status == StatusCode::CONFLICT));
+    let answers = join_all(
+        (0..8).map(|_| post_raw(&sys, "/v1/news/comments", "commenter", Some("c-1"), &body)),
+    )
+    .await;
+    let created: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::CREATED)
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.status == StatusCode::CREATED || a.status == StatusCode::CONFLICT)
+    );
     assert!(created.iter().all(|a| a.json() == created[0].json()));
     let replay = post_raw(&sys, "/v1/news/comments", "commenter", Some("c-1"), &body).await;
     assert_eq!(replay.header("idempotency-replayed"), Some("true"));
     assert_eq!(replay.header("location"), created[0].header("location"));
     let thread = sys
-        .get_ok(&format!("/v1/news/articles/{article}/comments"), Some("commenter"))
+        .get_ok(
+            &format!("/v1/news/articles/{article}/comments"),
+            Some("commenter"),
+        )
         .await;
     assert_eq!(thread["count"], 1);
-    let article_page = sys.get_ok(&format!("/v1/news/articles/{article}"), Some("commenter")).await;
+    let article_page = sys
+        .get_ok(&format!("/v1/news/articles/{article}"), Some("commenter"))
+        .await;
     assert_eq!(article_page["comment_count"], 1);
     let reused = post_raw(
         &sys,
@@ -195,7 +250,13 @@ async fn a_key_in_use_is_409_with_the_gateways_request_id() {
     let lock = shared_auth::pg::idempotency::lock_key("lingo:idempotency", "holder", "held-key");
     let holder = std::process::Command::new("psql")
         .arg(sys.stack.db.admin_url())
-        .args(["-q", "-c", &format!("SELECT pg_advisory_lock({lock})"), "-c", "SELECT pg_sleep(3)"])
+        .args([
+            "-q",
+            "-c",
+            &format!("SELECT pg_advisory_lock({lock})"),
+            "-c",
+            "SELECT pg_sleep(3)",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn();
     let Ok(mut holder) = holder else {
@@ -264,11 +325,21 @@ async fn a_services_deadline_503_passes_through_and_the_retry_records_once() {
     let waited = started.elapsed();
     let id = timed_out.assert_problem(503, "timeout", "a write past the service's deadline");
     assert_eq!(id, "slow-1");
-    assert!(waited < std::time::Duration::from_secs(7), "answered after {waited:?}");
+    assert!(
+        waited < std::time::Duration::from_secs(7),
+        "answered after {waited:?}"
+    );
     holder.wait().unwrap();
     let retry = post_raw(&sys, SESSIONS, "deadline", Some("slow-key"), &body).await;
     assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.json());
-    assert_eq!(retry.header("idempotency-replayed"), None, "the first attempt recorded nothing");
+    assert_eq!(
+        retry.header("idempotency-replayed"),
+        None,
+        "the first attempt recorded nothing"
+    );
     assert_eq!(session_count(&sys, "deadline").await, 1);
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("deadline")).await["total_xp"], 20);
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("deadline")).await["total_xp"],
+        20
+    );
 }

@@ -34,7 +34,12 @@ fn claiming_bob(mut request: RequestBuilder) -> RequestBuilder {
 async fn identity_headers_never_change_who_the_caller_is() {
     let sys = Sys::start().await;
     // With alice's token, every read and write is alice's.
-    let xp = answer(claiming_bob(sys.req(Method::GET, "/v1/lingo/me/xp", Some("alice")))).await;
+    let xp = answer(claiming_bob(sys.req(
+        Method::GET,
+        "/v1/lingo/me/xp",
+        Some("alice"),
+    )))
+    .await;
     assert_eq!(xp.json()["learner_id"], "alice");
     let session = json!({"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1, "language_code": "es"});
     let created = answer(claiming_bob(
@@ -43,8 +48,14 @@ async fn identity_headers_never_change_who_the_caller_is() {
     ))
     .await;
     assert_eq!(created.status, StatusCode::CREATED);
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("bob")).await["total_xp"], 0);
-    assert_eq!(sys.get_ok("/v1/lingo/me/xp", Some("alice")).await["total_xp"], 11);
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("bob")).await["total_xp"],
+        0
+    );
+    assert_eq!(
+        sys.get_ok("/v1/lingo/me/xp", Some("alice")).await["total_xp"],
+        11
+    );
     let article = sys.article_ids(1).await.remove(0);
     let comment = answer(claiming_bob(
         sys.req(Method::POST, "/v1/news/comments", Some("alice"))
@@ -72,9 +83,11 @@ async fn identity_headers_never_change_who_the_caller_is() {
         direct.assert_problem(401, "missing_token", path);
     }
     // An optional read with an identity header is anonymous.
-    let anonymous = answer(claiming_bob(
-        sys.req(Method::GET, &format!("/v1/news/articles/{article}"), None),
-    ))
+    let anonymous = answer(claiming_bob(sys.req(
+        Method::GET,
+        &format!("/v1/news/articles/{article}"),
+        None,
+    )))
     .await;
     assert!(anonymous.json()["viewer"].is_null());
 }
@@ -84,7 +97,11 @@ async fn identity_headers_never_change_who_the_caller_is() {
 async fn two_authorization_headers_are_refused_at_the_gateway_and_the_service() {
     let sys = Sys::start().await;
     let (alice, bob) = (token("alice"), token("bob"));
-    for path in ["/v1/lingo/me/xp", "/v1/news/articles", "/v1/lingo/languages"] {
+    for path in [
+        "/v1/lingo/me/xp",
+        "/v1/news/articles",
+        "/v1/lingo/languages",
+    ] {
         for (first, second) in [(&alice, &bob), (&bob, &alice), (&alice, &alice)] {
             let two = |request: RequestBuilder| {
                 request
@@ -105,8 +122,11 @@ async fn two_authorization_headers_are_refused_at_the_gateway_and_the_service() 
             format!("Bearer {alice} {bob}"),
             format!("Bearer {alice},{bob}"),
         ] {
-            let through =
-                answer(sys.req(Method::GET, path, None).header("authorization", &value)).await;
+            let through = answer(
+                sys.req(Method::GET, path, None)
+                    .header("authorization", &value),
+            )
+            .await;
             assert_eq!(through.status, StatusCode::UNAUTHORIZED, "{path} {value}");
         }
     }
@@ -157,24 +177,69 @@ fn authorization_cases() -> Vec<(String, String)> {
         ("empty".into(), String::new()),
         ("garbage token".into(), "Bearer abc".into()),
         ("extra segment".into(), format!("Bearer {valid}.x")),
-        ("signature cut".into(), format!("Bearer {}", &valid[..valid.len() - 3])),
+        (
+            "signature cut".into(),
+            format!("Bearer {}", &valid[..valid.len() - 3]),
+        ),
     ];
     let claims_cases: Vec<(&str, Value)> = vec![
-        ("expired past leeway", claims_with("u", |c| c["exp"] = json!(now - 300))),
-        ("expired within leeway", claims_with("u", |c| c["exp"] = json!(now - 20))),
-        ("nbf ahead", claims_with("u", |c| c["nbf"] = json!(now + 600))),
-        ("nbf within leeway", claims_with("u", |c| c["nbf"] = json!(now + 20))),
-        ("iat ahead", claims_with("u", |c| c["iat"] = json!(now + 600))),
-        ("exp as string", claims_with("u", |c| c["exp"] = json!((now + 600).to_string()))),
-        ("exp fractional", claims_with("u", |c| c["exp"] = json!(now as f64 + 600.5))),
-        ("no exp", claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("exp")))),
-        ("wrong iss", claims_with("u", |c| c["iss"] = json!("someone-else"))),
-        ("iss array", claims_with("u", |c| c["iss"] = json!(["lingo-news-dev"]))),
-        ("no iss", claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("iss")))),
+        (
+            "expired past leeway",
+            claims_with("u", |c| c["exp"] = json!(now - 300)),
+        ),
+        (
+            "expired within leeway",
+            claims_with("u", |c| c["exp"] = json!(now - 20)),
+        ),
+        (
+            "nbf ahead",
+            claims_with("u", |c| c["nbf"] = json!(now + 600)),
+        ),
+        (
+            "nbf within leeway",
+            claims_with("u", |c| c["nbf"] = json!(now + 20)),
+        ),
+        (
+            "iat ahead",
+            claims_with("u", |c| c["iat"] = json!(now + 600)),
+        ),
+        (
+            "exp as string",
+            claims_with("u", |c| c["exp"] = json!((now + 600).to_string())),
+        ),
+        (
+            "exp fractional",
+            claims_with("u", |c| c["exp"] = json!(now as f64 + 600.5)),
+        ),
+        (
+            "no exp",
+            claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("exp"))),
+        ),
+        (
+            "wrong iss",
+            claims_with("u", |c| c["iss"] = json!("someone-else")),
+        ),
+        (
+            "iss array",
+            claims_with("u", |c| c["iss"] = json!(["lingo-news-dev"])),
+        ),
+        (
+            "no iss",
+            claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("iss"))),
+        ),
         ("wrong aud", claims_with("u", |c| c["aud"] = json!("other"))),
-        ("aud array with ours", claims_with("u", |c| c["aud"] = json!(["x", "lingo-news"]))),
-        ("aud array without ours", claims_with("u", |c| c["aud"] = json!(["x", "y"]))),
-        ("no sub", claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("sub")))),
+        (
+            "aud array with ours",
+            claims_with("u", |c| c["aud"] = json!(["x", "lingo-news"])),
+        ),
+        (
+            "aud array without ours",
+            claims_with("u", |c| c["aud"] = json!(["x", "y"])),
+        ),
+        (
+            "no sub",
+            claims_with("u", |c| drop(c.as_object_mut().unwrap().remove("sub"))),
+        ),
         ("empty sub", claims_with("", |_| {})),
         ("sub 255", claims_with(&"s".repeat(255), |_| {})),
         ("sub 256", claims_with(&"s".repeat(256), |_| {})),
@@ -183,16 +248,28 @@ fn authorization_cases() -> Vec<(String, String)> {
         ("sub with DEL", claims_with("a\u{7f}b", |_| {})),
         ("sub unicode", claims_with("élève-😀", |_| {})),
         ("sub number", claims_with("u", |c| c["sub"] = json!(42))),
-        ("scope string", claims_with("u", |c| c["scope"] = json!("lingo:analytics other"))),
-        ("scope prefix", claims_with("u", |c| c["scope"] = json!("lingo:analyticsx"))),
-        ("scope array", claims_with("u", |c| c["scope"] = json!(["lingo:analytics"]))),
+        (
+            "scope string",
+            claims_with("u", |c| c["scope"] = json!("lingo:analytics other")),
+        ),
+        (
+            "scope prefix",
+            claims_with("u", |c| c["scope"] = json!("lingo:analyticsx")),
+        ),
+        (
+            "scope array",
+            claims_with("u", |c| c["scope"] = json!(["lingo:analytics"])),
+        ),
     ];
     for (name, claims) in claims_cases {
         cases.push((name.into(), format!("Bearer {}", signed(claims))));
     }
     let base = default_claims("hdr-user");
     let header_cases = [
-        ("crit", json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"]})),
+        (
+            "crit",
+            json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"]}),
+        ),
         ("alg none", json!({"alg": "none", "typ": "JWT"})),
         ("alg HS512", json!({"alg": "HS512", "typ": "JWT"})),
         ("alg RS256", json!({"alg": "RS256", "typ": "JWT"})),
@@ -240,10 +317,16 @@ async fn every_credential_gets_the_same_outcome_at_the_gateway_and_at_the_servic
     let mut differences = Vec::new();
     for (name, value) in authorization_cases() {
         for path in paths {
-            let through =
-                answer(sys.req(Method::GET, path, None).header("authorization", &value)).await;
-            let direct =
-                answer(sys.direct(Method::GET, path).header("authorization", &value)).await;
+            let through = answer(
+                sys.req(Method::GET, path, None)
+                    .header("authorization", &value),
+            )
+            .await;
+            let direct = answer(
+                sys.direct(Method::GET, path)
+                    .header("authorization", &value),
+            )
+            .await;
             if outcome(&through) != outcome(&direct) {
                 differences.push(format!(
                     "{name} on {path}: gateway {:?}, service {:?}",
@@ -252,7 +335,11 @@ async fn every_credential_gets_the_same_outcome_at_the_gateway_and_at_the_servic
                 ));
             }
             if through.status.is_client_error() {
-                through.assert_problem(through.status.as_u16(), outcome(&through).1.as_str(), &name);
+                through.assert_problem(
+                    through.status.as_u16(),
+                    outcome(&through).1.as_str(),
+                    &name,
+                );
             }
         }
     }
@@ -266,16 +353,39 @@ async fn the_contract_verdicts_on_credentials_hold_through_the_gateway() {
     let cases: Vec<(String, String)> = authorization_cases();
     let verdict = |name: &str| -> Option<(u16, &str)> {
         Some(match name {
-            "valid" | "expired within leeway" | "nbf within leeway" | "aud array with ours"
-            | "sub 255" | "sub unicode" | "exp fractional" => (200, ""),
+            "valid"
+            | "expired within leeway"
+            | "nbf within leeway"
+            | "aud array with ours"
+            | "sub 255"
+            | "sub unicode"
+            | "exp fractional" => (200, ""),
             "scheme only" | "scheme and space" | "other scheme" | "basic" | "empty" => {
                 (401, "invalid_authorization_header")
             }
-            "garbage token" | "extra segment" | "signature cut" | "expired past leeway"
-            | "nbf ahead" | "exp as string" | "no exp" | "wrong iss" | "iss array" | "no iss"
-            | "wrong aud" | "aud array without ours" | "no sub" | "empty sub" | "sub 256"
-            | "sub with NUL" | "sub with newline" | "sub with DEL" | "sub number" | "crit"
-            | "alg none" | "alg RS256" | "over 8 KiB" => (401, "invalid_token"),
+            "garbage token"
+            | "extra segment"
+            | "signature cut"
+            | "expired past leeway"
+            | "nbf ahead"
+            | "exp as string"
+            | "no exp"
+            | "wrong iss"
+            | "iss array"
+            | "no iss"
+            | "wrong aud"
+            | "aud array without ours"
+            | "no sub"
+            | "empty sub"
+            | "sub 256"
+            | "sub with NUL"
+            | "sub with newline"
+            | "sub with DEL"
+            | "sub number"
+            | "crit"
+            | "alg none"
+            | "alg RS256"
+            | "over 8 KiB" => (401, "invalid_token"),
             _ => return None,
         })
     };
@@ -295,7 +405,9 @@ async fn the_contract_verdicts_on_credentials_hold_through_the_gateway() {
         }
         if status == 401 && code == "invalid_token" {
             let www = got.header("www-authenticate").unwrap_or_default();
-            if !www.starts_with("Bearer realm=\"lingo-news\", error=\"invalid_token\", error_description=\"") {
+            if !www.starts_with(
+                "Bearer realm=\"lingo-news\", error=\"invalid_token\", error_description=\"",
+            ) {
                 wrong.push(format!("{name}: WWW-Authenticate {www}"));
             }
         }
@@ -315,7 +427,9 @@ async fn the_contract_verdicts_on_credentials_hold_through_the_gateway() {
             got.assert_problem(403, "insufficient_scope", name);
             assert_eq!(
                 got.header("www-authenticate"),
-                Some("Bearer realm=\"lingo-news\", error=\"insufficient_scope\", scope=\"lingo:analytics\"")
+                Some(
+                    "Bearer realm=\"lingo-news\", error=\"insufficient_scope\", scope=\"lingo:analytics\""
+                )
             );
         }
     }
@@ -344,35 +458,136 @@ async fn one_request_id_end_to_end_for_problems_of_the_service_and_of_the_gatewa
     type Make<'a> = Box<dyn Fn() -> RequestBuilder + 'a>;
     let cases: Vec<(u16, &str, Make)> = vec![
         // Made by the services.
-        (422, "validation_failed", Box::new(|| sys.req(Method::POST, "/v1/lingo/me/study-sessions", Some("rid")).json(&bad_session))),
-        (422, "idempotency_key_reused", Box::new(|| {
-            let mut other = session.clone();
-            other["duration_seconds"] = json!(61);
-            sys.req(Method::POST, "/v1/lingo/me/study-sessions", Some("rid")).header("idempotency-key", "rid-key").json(&other)
-        })),
-        (422, "unknown_article", Box::new(|| sys.req(Method::POST, "/v1/news/comments", Some("rid")).json(&json!({"article_id": "art-none", "text": "x"})))),
-        (404, "article_not_found", Box::new(|| sys.req(Method::GET, "/v1/news/articles/art-none", None))),
-        (404, "phrase_not_found", Box::new(|| sys.req(Method::GET, "/v1/lingo/phrases/ph-none", None))),
-        (404, "article_not_found", Box::new(|| sys.req(Method::POST, "/v1/news/articles/art-none/like", Some("rid")))),
-        (400, "invalid_query", Box::new(|| sys.req(Method::GET, "/v1/news/articles?limit=101", None))),
-        (400, "invalid_cursor", Box::new(|| sys.req(Method::GET, "/v1/lingo/phrases?cursor=zz", None))),
-        (400, "malformed_json", Box::new(|| sys.req(Method::POST, "/v1/news/comments", Some("rid")).header("content-type", "application/json").body("{"))),
-        (415, "unsupported_media_type", Box::new(|| sys.req(Method::POST, "/v1/news/comments", Some("rid")).header("content-type", "text/plain").body("{}"))),
-        (413, "payload_too_large", Box::new(|| sys.req(Method::POST, "/v1/news/comments", Some("rid")).json(&big))),
+        (
+            422,
+            "validation_failed",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/lingo/me/study-sessions", Some("rid"))
+                    .json(&bad_session)
+            }),
+        ),
+        (
+            422,
+            "idempotency_key_reused",
+            Box::new(|| {
+                let mut other = session.clone();
+                other["duration_seconds"] = json!(61);
+                sys.req(Method::POST, "/v1/lingo/me/study-sessions", Some("rid"))
+                    .header("idempotency-key", "rid-key")
+                    .json(&other)
+            }),
+        ),
+        (
+            422,
+            "unknown_article",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/news/comments", Some("rid"))
+                    .json(&json!({"article_id": "art-none", "text": "x"}))
+            }),
+        ),
+        (
+            404,
+            "article_not_found",
+            Box::new(|| sys.req(Method::GET, "/v1/news/articles/art-none", None)),
+        ),
+        (
+            404,
+            "phrase_not_found",
+            Box::new(|| sys.req(Method::GET, "/v1/lingo/phrases/ph-none", None)),
+        ),
+        (
+            404,
+            "article_not_found",
+            Box::new(|| sys.req(Method::POST, "/v1/news/articles/art-none/like", Some("rid"))),
+        ),
+        (
+            400,
+            "invalid_query",
+            Box::new(|| sys.req(Method::GET, "/v1/news/articles?limit=101", None)),
+        ),
+        (
+            400,
+            "invalid_cursor",
+            Box::new(|| sys.req(Method::GET, "/v1/lingo/phrases?cursor=zz", None)),
+        ),
+        (
+            400,
+            "malformed_json",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/news/comments", Some("rid"))
+                    .header("content-type", "application/json")
+                    .body("{")
+            }),
+        ),
+        (
+            415,
+            "unsupported_media_type",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/news/comments", Some("rid"))
+                    .header("content-type", "text/plain")
+                    .body("{}")
+            }),
+        ),
+        (
+            413,
+            "payload_too_large",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/news/comments", Some("rid"))
+                    .json(&big)
+            }),
+        ),
         // Made by the gateway.
-        (401, "missing_token", Box::new(|| sys.req(Method::GET, "/v1/lingo/me/xp", None))),
-        (401, "invalid_token", Box::new(|| sys.req(Method::GET, "/v1/news/articles", None).header("authorization", "Bearer x"))),
-        (403, "insufficient_scope", Box::new(|| sys.req(Method::GET, "/v1/lingo/analytics/progress", Some("rid")))),
-        (404, "not_found", Box::new(|| sys.req(Method::GET, "/v1/news/nowhere", None))),
-        (404, "not_found", Box::new(|| sys.req(Method::GET, "/elsewhere", None))),
-        (405, "method_not_allowed", Box::new(|| sys.req(Method::PUT, "/v1/news/articles", None))),
-        (413, "payload_too_large", Box::new(|| sys.req(Method::POST, "/v1/news/comments", Some("rid")).header("content-type", "application/json").body(over_gateway.clone()))),
+        (
+            401,
+            "missing_token",
+            Box::new(|| sys.req(Method::GET, "/v1/lingo/me/xp", None)),
+        ),
+        (
+            401,
+            "invalid_token",
+            Box::new(|| {
+                sys.req(Method::GET, "/v1/news/articles", None)
+                    .header("authorization", "Bearer x")
+            }),
+        ),
+        (
+            403,
+            "insufficient_scope",
+            Box::new(|| sys.req(Method::GET, "/v1/lingo/analytics/progress", Some("rid"))),
+        ),
+        (
+            404,
+            "not_found",
+            Box::new(|| sys.req(Method::GET, "/v1/news/nowhere", None)),
+        ),
+        (
+            404,
+            "not_found",
+            Box::new(|| sys.req(Method::GET, "/elsewhere", None)),
+        ),
+        (
+            405,
+            "method_not_allowed",
+            Box::new(|| sys.req(Method::PUT, "/v1/news/articles", None)),
+        ),
+        (
+            413,
+            "payload_too_large",
+            Box::new(|| {
+                sys.req(Method::POST, "/v1/news/comments", Some("rid"))
+                    .header("content-type", "application/json")
+                    .body(over_gateway.clone())
+            }),
+        ),
     ];
     for (status, code, make) in &cases {
         let context = format!("{status} {code}");
         let given = answer(make().header("x-request-id", "client-id.1:A_b-2")).await;
         let id = given.assert_problem(*status, code, &context);
-        assert_eq!(id, "client-id.1:A_b-2", "{context}: the client's id is kept");
+        assert_eq!(
+            id, "client-id.1:A_b-2",
+            "{context}: the client's id is kept"
+        );
 
         let generated = answer(make()).await;
         let id = generated.assert_problem(*status, code, &context);
@@ -386,7 +601,11 @@ async fn one_request_id_end_to_end_for_problems_of_the_service_and_of_the_gatewa
     }
     // A success carries the id too, from the service and from the cache.
     for n in 0..2 {
-        let ok = answer(sys.req(Method::GET, "/v1/lingo/languages", None).header("x-request-id", format!("ok-{n}"))).await;
+        let ok = answer(
+            sys.req(Method::GET, "/v1/lingo/languages", None)
+                .header("x-request-id", format!("ok-{n}")),
+        )
+        .await;
         assert_eq!(ok.header("x-request-id"), Some(format!("ok-{n}").as_str()));
     }
 }
@@ -398,11 +617,38 @@ async fn odd_request_id_headers_still_give_one_id_end_to_end() {
     let sys = Sys::start().await;
     let longest = "a".repeat(128);
     let cases: Vec<(&str, Vec<(&str, String)>)> = vec![
-        ("two ids", vec![("x-request-id", "first-id".into()), ("x-request-id", "second-id".into())]),
-        ("two ids, first insane", vec![("x-request-id", "bad id".into()), ("x-request-id", "good-id".into())]),
+        (
+            "two ids",
+            vec![
+                ("x-request-id", "first-id".into()),
+                ("x-request-id", "second-id".into()),
+            ],
+        ),
+        (
+            "two ids, first insane",
+            vec![
+                ("x-request-id", "bad id".into()),
+                ("x-request-id", "good-id".into()),
+            ],
+        ),
         ("longest", vec![("x-request-id", longest.clone())]),
-        ("with traceparent", vec![("x-request-id", "traced".into()), ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into())]),
-        ("bad traceparent", vec![("x-request-id", "traced-2".into()), ("traceparent", "garbage".into())]),
+        (
+            "with traceparent",
+            vec![
+                ("x-request-id", "traced".into()),
+                (
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                ),
+            ],
+        ),
+        (
+            "bad traceparent",
+            vec![
+                ("x-request-id", "traced-2".into()),
+                ("traceparent", "garbage".into()),
+            ],
+        ),
     ];
     for (name, headers) in cases {
         for path in ["/v1/news/articles/art-none", "/v1/lingo/phrases/none"] {
@@ -411,9 +657,17 @@ async fn odd_request_id_headers_still_give_one_id_end_to_end() {
                 request = request.header(*header, value);
             }
             let got = answer(request).await;
-            let code = if path.contains("news") { "article_not_found" } else { "phrase_not_found" };
+            let code = if path.contains("news") {
+                "article_not_found"
+            } else {
+                "phrase_not_found"
+            };
             let id = got.assert_problem(404, code, name);
-            assert_eq!(got.headers.get_all("x-request-id").iter().count(), 1, "{name}");
+            assert_eq!(
+                got.headers.get_all("x-request-id").iter().count(),
+                1,
+                "{name}"
+            );
             if name == "longest" {
                 assert_eq!(id, longest);
             }

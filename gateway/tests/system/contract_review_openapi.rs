@@ -50,10 +50,10 @@ fn check(document: &Value, schema: &Value, value: &Value, at: &str, errors: &mut
             return;
         }
     }
-    if let Some(choices) = schema["enum"].as_array() {
-        if !choices.contains(value) {
-            errors.push(format!("{at}: {value} is not one of {choices:?}"));
-        }
+    if let Some(choices) = schema["enum"].as_array()
+        && !choices.contains(value)
+    {
+        errors.push(format!("{at}: {value} is not one of {choices:?}"));
     }
     match value {
         Value::Object(object) => {
@@ -66,10 +66,16 @@ fn check(document: &Value, schema: &Value, value: &Value, at: &str, errors: &mut
             let properties = schema["properties"].as_object();
             for (key, item) in object {
                 match properties.and_then(|p| p.get(key)) {
-                    Some(property) => check(document, property, item, &format!("{at}.{key}"), errors),
+                    Some(property) => {
+                        check(document, property, item, &format!("{at}.{key}"), errors)
+                    }
                     None => match &schema["additionalProperties"] {
-                        Value::Bool(false) => errors.push(format!("{at}: `{key}` is not documented")),
-                        extra @ Value::Object(_) => check(document, extra, item, &format!("{at}.{key}"), errors),
+                        Value::Bool(false) => {
+                            errors.push(format!("{at}: `{key}` is not documented"))
+                        }
+                        extra @ Value::Object(_) => {
+                            check(document, extra, item, &format!("{at}.{key}"), errors)
+                        }
                         _ => {}
                     },
                 }
@@ -78,22 +84,48 @@ fn check(document: &Value, schema: &Value, value: &Value, at: &str, errors: &mut
         Value::Array(items) => {
             for (n, item) in items.iter().enumerate() {
                 if schema["items"].is_object() {
-                    check(document, &schema["items"], item, &format!("{at}[{n}]"), errors);
+                    check(
+                        document,
+                        &schema["items"],
+                        item,
+                        &format!("{at}[{n}]"),
+                        errors,
+                    );
                 }
             }
-            bound(at, items.len() as f64, &schema["minItems"], &schema["maxItems"], errors);
+            bound(
+                at,
+                items.len() as f64,
+                &schema["minItems"],
+                &schema["maxItems"],
+                errors,
+            );
         }
         Value::Number(number) => {
-            bound(at, number.as_f64().unwrap(), &schema["minimum"], &schema["maximum"], errors);
+            bound(
+                at,
+                number.as_f64().unwrap(),
+                &schema["minimum"],
+                &schema["maximum"],
+                errors,
+            );
         }
         Value::String(text) => {
             let length = text.chars().count() as f64;
-            bound(at, length, &schema["minLength"], &schema["maxLength"], errors);
+            bound(
+                at,
+                length,
+                &schema["minLength"],
+                &schema["maxLength"],
+                errors,
+            );
             match schema["format"].as_str() {
                 Some("date-time") if !is_utc_timestamp(text) => {
                     errors.push(format!("{at}: {text:?} is not RFC 3339 UTC with Z"))
                 }
-                Some("uuid") if !is_uuid(text) => errors.push(format!("{at}: {text:?} is not a UUID")),
+                Some("uuid") if !is_uuid(text) => {
+                    errors.push(format!("{at}: {text:?} is not a UUID"))
+                }
                 _ => {}
             }
         }
@@ -123,7 +155,11 @@ fn bound(at: &str, value: f64, min: &Value, max: &Value, errors: &mut Vec<String
 /// `2026-11-21T09:30:00Z` or with a fraction: the contract's timestamps.
 fn is_utc_timestamp(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let digits = |range: std::ops::Range<usize>| range.clone().all(|i| bytes.get(i).is_some_and(u8::is_ascii_digit));
+    let digits = |range: std::ops::Range<usize>| {
+        range
+            .clone()
+            .all(|i| bytes.get(i).is_some_and(u8::is_ascii_digit))
+    };
     text.len() >= 20
         && text.ends_with('Z')
         && digits(0..4)
@@ -152,14 +188,19 @@ fn is_uuid(text: &str) -> bool {
 fn template<'a>(document: &'a Value, path: &str) -> Option<&'a str> {
     let path = path.split('?').next().unwrap();
     let segments: Vec<&str> = path.split('/').collect();
-    document["paths"].as_object().unwrap().keys().map(String::as_str).find(|candidate| {
-        let pattern: Vec<&str> = candidate.split('/').collect();
-        pattern.len() == segments.len()
-            && pattern
-                .iter()
-                .zip(&segments)
-                .all(|(p, s)| (p.starts_with('{') && !s.is_empty()) || p == s)
-    })
+    document["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .find(|candidate| {
+            let pattern: Vec<&str> = candidate.split('/').collect();
+            pattern.len() == segments.len()
+                && pattern
+                    .iter()
+                    .zip(&segments)
+                    .all(|(p, s)| (p.starts_with('{') && !s.is_empty()) || p == s)
+        })
 }
 
 /// Judges one answer against the document; returns the violations.
@@ -174,14 +215,24 @@ fn judge(document: &Value, method: &Method, path: &str, answer: &Answer) -> Vec<
     }
     let status = answer.status.as_u16().to_string();
     let response = &operation["responses"][&status];
-    let response = if response.is_object() { response } else { &operation["responses"]["default"] };
+    let response = if response.is_object() {
+        response
+    } else {
+        &operation["responses"]["default"]
+    };
     if !response.is_object() {
         return vec![format!("{context}: status not documented for {template}")];
     }
     let mut errors = Vec::new();
     if answer.bytes.is_empty() {
-        if response["content"].as_object().is_some_and(|c| !c.is_empty()) && method != Method::HEAD {
-            errors.push(format!("{context}: documented with a body, answered without"));
+        if response["content"]
+            .as_object()
+            .is_some_and(|c| !c.is_empty())
+            && method != Method::HEAD
+        {
+            errors.push(format!(
+                "{context}: documented with a body, answered without"
+            ));
         }
         return errors;
     }
@@ -190,10 +241,18 @@ fn judge(document: &Value, method: &Method, path: &str, answer: &Answer) -> Vec<
     let Some(schema) = response["content"][media]["schema"].as_object() else {
         return vec![format!(
             "{context}: content type {media} not documented (documented: {:?})",
-            response["content"].as_object().map(|c| c.keys().collect::<Vec<_>>())
+            response["content"]
+                .as_object()
+                .map(|c| c.keys().collect::<Vec<_>>())
         )];
     };
-    check(document, &Value::Object(schema.clone()), &answer.json(), &context, &mut errors);
+    check(
+        document,
+        &Value::Object(schema.clone()),
+        &answer.json(),
+        &context,
+        &mut errors,
+    );
     for (name, header) in response["headers"].as_object().into_iter().flatten() {
         if header["required"] == true && answer.header(name).is_none() {
             errors.push(format!("{context}: required header {name} is missing"));
@@ -212,13 +271,17 @@ async fn fill(sys: &Sys) -> (String, String) {
     ]);
     let session = json!({"duration_seconds": 90, "phrases_seen": 3, "phrases_correct": 2,
         "language_code": "es", "answers": answers, "studied_at": "2026-11-20T10:00:00Z"});
-    let created = sys.post_json("/v1/lingo/me/study-sessions", "header", &session).await;
+    let created = sys
+        .post_json("/v1/lingo/me/study-sessions", "header", &session)
+        .await;
     let in_range = created.status == StatusCode::CREATED;
     if !in_range {
         // `studied_at` more than 30 days old where this runs: send it as now.
         let mut now = session.clone();
         now.as_object_mut().unwrap().remove("studied_at");
-        let created = sys.post_json("/v1/lingo/me/study-sessions", "header", &now).await;
+        let created = sys
+            .post_json("/v1/lingo/me/study-sessions", "header", &now)
+            .await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
     }
     for target in [
@@ -231,7 +294,11 @@ async fn fill(sys: &Sys) -> (String, String) {
         assert_eq!(done.status, StatusCode::OK);
     }
     let comment = sys
-        .post_json("/v1/news/comments", "header", &json!({"article_id": article, "text": "documented"}))
+        .post_json(
+            "/v1/news/comments",
+            "header",
+            &json!({"article_id": article, "text": "documented"}),
+        )
         .await;
     (article, comment.json()["id"].as_str().unwrap().to_owned())
 }
@@ -244,7 +311,13 @@ async fn every_get_answer_validates_against_the_served_document() {
     let mut errors = Vec::new();
     let mut judged = 0;
     for (path, bearer) in get_endpoints(&sys).await {
-        for url in [path.clone(), format!("{path}{}limit=2", if path.contains('?') { '&' } else { '?' })] {
+        for url in [
+            path.clone(),
+            format!(
+                "{path}{}limit=2",
+                if path.contains('?') { '&' } else { '?' }
+            ),
+        ] {
             let mut request = sys.req(Method::GET, &url, None);
             if let Some(bearer) = &bearer {
                 request = request.bearer_auth(bearer);
@@ -253,7 +326,11 @@ async fn every_get_answer_validates_against_the_served_document() {
             errors.extend(judge(&document, &Method::GET, &url, &got));
             judged += 1;
             if let Some(etag) = got.header("etag") {
-                let not_modified = answer(sys.req(Method::GET, &url, None).header("if-none-match", etag)).await;
+                let not_modified = answer(
+                    sys.req(Method::GET, &url, None)
+                        .header("if-none-match", etag),
+                )
+                .await;
                 errors.extend(judge(&document, &Method::GET, &url, &not_modified));
             }
         }
@@ -272,7 +349,10 @@ async fn every_get_answer_validates_against_the_served_document() {
         errors.extend(judge(&document, &Method::GET, url, &got));
     }
     let analytics = token_with_scope("analyst", "lingo:analytics");
-    for url in ["/v1/lingo/analytics/progress", "/v1/lingo/analytics/phrase-progress"] {
+    for url in [
+        "/v1/lingo/analytics/progress",
+        "/v1/lingo/analytics/phrase-progress",
+    ] {
         let got = answer(sys.req(Method::GET, url, None).bearer_auth(&analytics)).await;
         assert!(got.json()["count"].as_u64().unwrap() > 0, "{url}");
         errors.extend(judge(&document, &Method::GET, url, &got));
@@ -281,6 +361,9 @@ async fn every_get_answer_validates_against_the_served_document() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
+/// A request: method, path, bearer token, and a body with its media type.
+type Case<'a> = (Method, String, Option<String>, Option<(&'a str, String)>);
+
 #[tokio::test]
 async fn writes_and_problems_validate_against_the_served_document() {
     let sys = Sys::start().await;
@@ -288,7 +371,7 @@ async fn writes_and_problems_validate_against_the_served_document() {
     let (article, comment) = fill(&sys).await;
     let session = json!({"duration_seconds": 60, "phrases_seen": 2, "phrases_correct": 1, "language_code": "fr"});
     let big = "x".repeat(200 * 1024);
-    let cases: Vec<(Method, String, Option<String>, Option<(&str, String)>)> = vec![
+    let cases: Vec<Case> = vec![
         // Successes of writes.
         (Method::POST, "/v1/lingo/me/study-sessions".into(), Some(token("w")), Some(("application/json", session.to_string()))),
         (Method::POST, "/v1/news/comments".into(), Some(token("w")), Some(("application/json", json!({"article_id": article, "text": "t", "parent_id": comment}).to_string()))),
@@ -352,6 +435,9 @@ fn the_checker_itself_finds_what_it_must() {
         errors
     };
     assert!(run(json!({"id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "at": "2026-11-21T09:30:00.5Z", "n": null, "v": {"x": true}})).is_empty());
-    assert_eq!(run(json!({"id": "x", "at": "2026-11-21T09:30:00+00:00", "n": -1, "v": {"x": 1}})).len(), 4);
+    assert_eq!(
+        run(json!({"id": "x", "at": "2026-11-21T09:30:00+00:00", "n": -1, "v": {"x": 1}})).len(),
+        4
+    );
     assert_eq!(run(json!({"n": 1.5})).len(), 3);
 }

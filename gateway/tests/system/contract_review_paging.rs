@@ -50,7 +50,11 @@ impl List {
         assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.json());
         let page = answer.json();
         let data = page["data"].as_array().unwrap();
-        assert_eq!(page["count"], data.len(), "{path}: count is the items of data");
+        assert_eq!(
+            page["count"],
+            data.len(),
+            "{path}: count is the items of data"
+        );
         page
     }
 
@@ -159,7 +163,11 @@ async fn fill(sys: &Sys) -> (String, String) {
         .await;
         assert_eq!(bookmarked.status, StatusCode::OK);
     }
-    for target in ["journalists/jrn-0001", "journalists/jrn-0002", "organizations/org-003"] {
+    for target in [
+        "journalists/jrn-0001",
+        "journalists/jrn-0002",
+        "organizations/org-003",
+    ] {
         let followed = answer(sys.req(
             Method::POST,
             &format!("/v1/news/{target}/follow"),
@@ -203,8 +211,16 @@ fn lists(thread: &str, other: &str) -> Vec<List> {
         List::new("/v1/news/journalists?organization_id=org-002", None, true),
         List::new("/v1/news/me/bookmarks", Some("pager"), true),
         List::new("/v1/news/me/feed", Some("pager"), true),
-        List::new("/v1/news/search?q=housing%20OR%20tourism%20OR%20budget&sort=newest", None, false),
-        List::new("/v1/news/search?q=housing%20OR%20tourism%20OR%20budget", Some("pager"), false),
+        List::new(
+            "/v1/news/search?q=housing%20OR%20tourism%20OR%20budget&sort=newest",
+            None,
+            false,
+        ),
+        List::new(
+            "/v1/news/search?q=housing%20OR%20tourism%20OR%20budget",
+            Some("pager"),
+            false,
+        ),
         List::new("/v1/lingo/phrases", None, true),
         List::new("/v1/lingo/phrases?language=es", None, true),
         List::new("/v1/lingo/phrases?q=buen", None, true),
@@ -293,7 +309,12 @@ async fn cursors_are_refused_with_an_offset_by_another_list_and_when_garbled() {
                 &with_param(&with_param(&list.path, "limit", "2"), "cursor", ""),
             )
             .await;
-        assert_eq!(ids(&first), ids(&empty), "{}: cursor= is no cursor", list.path);
+        assert_eq!(
+            ids(&first),
+            ids(&empty),
+            "{}: cursor= is no cursor",
+            list.path
+        );
 
         if list.offset {
             let both = with_param(&with_param(&list.path, "cursor", cursor), "offset", "0");
@@ -328,8 +349,7 @@ async fn cursors_are_refused_with_an_offset_by_another_list_and_when_garbled() {
             }
             let path = with_param(&list.path, "cursor", cursor);
             let answer = list.get(&sys, &path).await;
-            if answer.status != StatusCode::BAD_REQUEST
-                || answer.json()["code"] != "invalid_cursor"
+            if answer.status != StatusCode::BAD_REQUEST || answer.json()["code"] != "invalid_cursor"
             {
                 refused.push(format!(
                     "{} given the cursor of {}: {} {}",
@@ -360,8 +380,7 @@ fn same_list(receiver: &str, giver: &str) -> bool {
     };
     let (receiver_endpoint, receiver_params) = split(receiver);
     let (giver_endpoint, giver_params) = split(giver);
-    receiver_endpoint == giver_endpoint
-        && receiver_params.iter().all(|p| giver_params.contains(p))
+    receiver_endpoint == giver_endpoint && receiver_params.iter().all(|p| giver_params.contains(p))
 }
 
 /// The cursor keeps the list's filters: given without them it continues the filtered list, and
@@ -370,11 +389,27 @@ fn same_list(receiver: &str, giver: &str) -> bool {
 async fn a_cursor_keeps_its_filters_and_order() {
     let sys = Sys::start().await;
     let cases = [
-        ("/v1/news/articles?organization_id=org-004", "/v1/news/articles", "organization_id=org-005"),
-        ("/v1/news/journalists?organization_id=org-002", "/v1/news/journalists", "organization_id=org-003"),
-        ("/v1/lingo/phrases?language=fr", "/v1/lingo/phrases", "language=de"),
+        (
+            "/v1/news/articles?organization_id=org-004",
+            "/v1/news/articles",
+            "organization_id=org-005",
+        ),
+        (
+            "/v1/news/journalists?organization_id=org-002",
+            "/v1/news/journalists",
+            "organization_id=org-003",
+        ),
+        (
+            "/v1/lingo/phrases?language=fr",
+            "/v1/lingo/phrases",
+            "language=de",
+        ),
         ("/v1/lingo/phrases?q=gracias", "/v1/lingo/phrases", "q=hola"),
-        ("/v1/news/search?q=housing%20OR%20tourism&sort=newest", "/v1/news/search?q=housing%20OR%20tourism", "sort=relevance"),
+        (
+            "/v1/news/search?q=housing%20OR%20tourism&sort=newest",
+            "/v1/news/search?q=housing%20OR%20tourism",
+            "sort=relevance",
+        ),
     ];
     for (filtered, bare, other_filter) in cases {
         let offset = !filtered.contains("/search");
@@ -386,9 +421,16 @@ async fn a_cursor_keeps_its_filters_and_order() {
         // Without the filters, the cursor continues the filtered list.
         let unfiltered = List::new(bare, None, offset);
         let page = unfiltered
-            .page(&sys, &with_param(&with_param(bare, "limit", "100"), "cursor", &cursor))
+            .page(
+                &sys,
+                &with_param(&with_param(bare, "limit", "100"), "cursor", &cursor),
+            )
             .await;
-        assert_eq!(ids(&page), whole[2..], "{filtered}: continued without the filter");
+        assert_eq!(
+            ids(&page),
+            whole[2..],
+            "{filtered}: continued without the filter"
+        );
         // With other filters, it is refused.
         let (key, value) = other_filter.split_once('=').unwrap();
         let path = with_param(&with_param(bare, key, value), "cursor", &cursor);
@@ -405,7 +447,17 @@ async fn a_cursor_keeps_its_filters_and_order() {
 async fn limit_and_offset_out_of_range_are_refused_on_every_list() {
     let sys = Sys::start().await;
     let (thread, other) = fill(&sys).await;
-    let bad_limits = ["0", "101", "-1", "abc", "1.0", "+5", "5e0", "", "99999999999999999999"];
+    let bad_limits = [
+        "0",
+        "101",
+        "-1",
+        "abc",
+        "1.0",
+        "+5",
+        "5e0",
+        "",
+        "99999999999999999999",
+    ];
     let bad_offsets = ["10001", "-1", "x", "1.5", "-0"];
     for list in lists(&thread, &other) {
         for limit in bad_limits {
@@ -415,7 +467,8 @@ async fn limit_and_offset_out_of_range_are_refused_on_every_list() {
                 .assert_problem(400, "invalid_query", &path);
         }
         for limit in ["1", "100"] {
-            list.page(&sys, &with_param(&list.path, "limit", limit)).await;
+            list.page(&sys, &with_param(&list.path, "limit", limit))
+                .await;
         }
         if !list.offset {
             continue;
@@ -426,7 +479,9 @@ async fn limit_and_offset_out_of_range_are_refused_on_every_list() {
                 .await
                 .assert_problem(400, "invalid_query", &path);
         }
-        let last = list.page(&sys, &with_param(&list.path, "offset", "10000")).await;
+        let last = list
+            .page(&sys, &with_param(&list.path, "offset", "10000"))
+            .await;
         assert_eq!(last["count"], 0, "{}", list.path);
         assert!(last["next_offset"].is_null() && last["next_cursor"].is_null());
     }

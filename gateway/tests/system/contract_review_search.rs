@@ -26,11 +26,17 @@ async fn anonymous_and_signed_in_searches_differ_only_by_viewer_and_caching() {
     let url = search("housing", "&limit=10");
     let anonymous = sys.get(&url, None).await;
     assert_eq!(anonymous.status, StatusCode::OK);
-    assert_eq!(anonymous.header("cache-control"), Some("public, max-age=30"));
+    assert_eq!(
+        anonymous.header("cache-control"),
+        Some("public, max-age=30")
+    );
     assert!(anonymous.header("etag").is_some());
     let page = anonymous.json();
     assert!(!hits(&page).is_empty(), "{page}");
-    assert!(page["suggestion"].is_null(), "matches, so no suggestion: {page}");
+    assert!(
+        page["suggestion"].is_null(),
+        "matches, so no suggestion: {page}"
+    );
     assert!(page.get("next_cursor").is_some());
     assert_eq!(page["count"], hits(&page).len());
     for hit in hits(&page) {
@@ -45,16 +51,27 @@ async fn anonymous_and_signed_in_searches_differ_only_by_viewer_and_caching() {
             let length = text.chars().count();
             assert!(length <= 200, "{highlight}");
             for mark in highlight["marks"].as_array().unwrap() {
-                let (start, end) = (mark[0].as_u64().unwrap() as usize, mark[1].as_u64().unwrap() as usize);
+                let (start, end) = (
+                    mark[0].as_u64().unwrap() as usize,
+                    mark[1].as_u64().unwrap() as usize,
+                );
                 assert!(start < end && end <= length, "{highlight}");
                 let marked = span(text, start, end).to_lowercase();
-                assert!(marked.starts_with("hous"), "marked {marked:?} in {highlight}");
+                assert!(
+                    marked.starts_with("hous"),
+                    "marked {marked:?} in {highlight}"
+                );
             }
         }
     }
 
     let liked_id = hits(&page)[0]["id"].as_str().unwrap().to_owned();
-    let liked = answer(sys.req(Method::POST, &format!("/v1/news/articles/{liked_id}/like"), Some("searcher"))).await;
+    let liked = answer(sys.req(
+        Method::POST,
+        &format!("/v1/news/articles/{liked_id}/like"),
+        Some("searcher"),
+    ))
+    .await;
     assert_eq!(liked.status, StatusCode::OK);
     let signed_in = sys.get(&url, Some("searcher")).await;
     assert_eq!(signed_in.status, StatusCode::OK);
@@ -62,7 +79,12 @@ async fn anonymous_and_signed_in_searches_differ_only_by_viewer_and_caching() {
     assert_eq!(signed_in.header("etag"), None);
     assert_eq!(signed_in.header("age"), None);
     let mine = signed_in.json();
-    let ids = |page: &Value| hits(page).iter().map(|h| h["id"].clone()).collect::<Vec<_>>();
+    let ids = |page: &Value| {
+        hits(page)
+            .iter()
+            .map(|h| h["id"].clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(ids(&mine), ids(&page), "the same hits for both");
     for hit in hits(&mine) {
         let viewer = &hit["viewer"];
@@ -70,23 +92,35 @@ async fn anonymous_and_signed_in_searches_differ_only_by_viewer_and_caching() {
         assert_eq!(viewer["liked"], hit["id"] == liked_id.as_str(), "{hit}");
     }
     let again = sys.get(&url, None).await;
-    assert!(again.header("age").is_some(), "the anonymous answer is stored");
+    assert!(
+        again.header("age").is_some(),
+        "the anonymous answer is stored"
+    );
 }
 
 #[tokio::test]
 async fn a_misspelt_query_gets_a_suggestion_that_finds_articles() {
     let sys = Sys::start().await;
     let mut suggested = 0;
-    for (typo, word) in [("housng", "housing"), ("tourisn", "tourism"), ("electon", "election")] {
+    for (typo, word) in [
+        ("housng", "housing"),
+        ("tourisn", "tourism"),
+        ("electon", "election"),
+    ] {
         let page = sys.get_ok(&search(typo, ""), None).await;
         if !hits(&page).is_empty() {
             continue;
         }
-        let suggestion = page["suggestion"].as_str().unwrap_or_else(|| panic!("{typo}: {page}"));
+        let suggestion = page["suggestion"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{typo}: {page}"));
         suggested += 1;
         assert!(suggestion.contains(word), "{typo} -> {suggestion}");
         let found = sys.get_ok(&search(suggestion, ""), None).await;
-        assert!(!hits(&found).is_empty(), "the suggestion {suggestion} finds nothing");
+        assert!(
+            !hits(&found).is_empty(),
+            "the suggestion {suggestion} finds nothing"
+        );
         assert!(found["suggestion"].is_null());
         // Signed in, the same suggestion.
         let mine = sys.get_ok(&search(typo, ""), Some("speller")).await;
@@ -116,7 +150,11 @@ async fn search_refuses_bad_parameters_with_invalid_query() {
             .await
             .assert_problem(400, "invalid_query", &path);
     }
-    for path in [search(&"a".repeat(200), ""), search(&format!("  {}  ", "a".repeat(200)), ""), search("the", "")] {
+    for path in [
+        search(&"a".repeat(200), ""),
+        search(&format!("  {}  ", "a".repeat(200)), ""),
+        search("the", ""),
+    ] {
         let answer = sys.get(&path, None).await;
         assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.json());
     }
@@ -131,19 +169,40 @@ async fn date_bounds_are_inclusive_then_exclusive_and_kept_by_the_cursor() {
     let q = "housing OR tourism OR budget";
     let all = walk(&sys, &search(q, "&sort=newest&limit=100")).await;
     assert!(all.len() > 6, "{}", all.len());
-    let middle = all[all.len() / 2]["published_at"].as_str().unwrap().to_owned();
-    let after = format!("&sort=newest&limit=2&published_after={}", urlencode(&middle));
-    let before = format!("&sort=newest&limit=2&published_before={}", urlencode(&middle));
+    let middle = all[all.len() / 2]["published_at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let after = format!(
+        "&sort=newest&limit=2&published_after={}",
+        urlencode(&middle)
+    );
+    let before = format!(
+        "&sort=newest&limit=2&published_before={}",
+        urlencode(&middle)
+    );
     let published = |hits: Vec<Value>| -> Vec<String> {
-        hits.iter().map(|h| h["published_at"].as_str().unwrap().to_owned()).collect()
+        hits.iter()
+            .map(|h| h["published_at"].as_str().unwrap().to_owned())
+            .collect()
     };
     let seen_after = published(walk(&sys, &search(q, &after)).await);
     let seen_before = published(walk(&sys, &search(q, &before)).await);
     let parse = |t: &str| chrono_like(t);
-    assert!(seen_after.iter().all(|t| parse(t) >= parse(&middle)), "{seen_after:?}");
+    assert!(
+        seen_after.iter().all(|t| parse(t) >= parse(&middle)),
+        "{seen_after:?}"
+    );
     assert!(seen_after.contains(&middle), "published_after is inclusive");
-    assert!(seen_before.iter().all(|t| parse(t) < parse(&middle)), "{seen_before:?}");
-    assert_eq!(seen_after.len() + seen_before.len(), all.len(), "the cursor kept q, sort and bounds");
+    assert!(
+        seen_before.iter().all(|t| parse(t) < parse(&middle)),
+        "{seen_before:?}"
+    );
+    assert_eq!(
+        seen_after.len() + seen_before.len(),
+        all.len(),
+        "the cursor kept q, sort and bounds"
+    );
 }
 
 /// Every hit of a search, page by page; the cursor alone (without `q`) continues it.
