@@ -425,3 +425,39 @@ async fn counts_stay_exact_under_concurrent_toggles_through_the_gateway() {
         json!({"article_id": article, "liked": true, "like_count": 12})
     );
 }
+
+/// A body sent anyway to like, bookmark or follow is judged by the same rules (conventions:
+/// "read and ignored, under the same rules: JSON, within the size limit, declared or sent in
+/// chunks"): over 128 KiB it is 413, declared or chunked, and nothing changes.
+#[tokio::test]
+async fn a_toggle_with_a_body_over_the_limit_is_413_and_changes_nothing() {
+    let sys = Sys::start().await;
+    let article = sys.article_ids(1).await.remove(0);
+    let target = format!("/v1/news/articles/{article}/like");
+    let mut big = b"{\"x\":\"".to_vec();
+    big.resize(200 * 1024, b'a');
+    big.extend_from_slice(b"\"}");
+    let declared = answer(
+        sys.req(Method::POST, &target, Some("heavy"))
+            .header("content-type", "application/json")
+            .body(big.clone()),
+    )
+    .await;
+    declared.assert_problem(413, "payload_too_large", "declared");
+    let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+        big.chunks(8 * 1024).map(|c| Ok(c.to_vec())).collect();
+    let streamed = answer(
+        sys.req(Method::POST, &target, Some("heavy"))
+            .header("content-type", "application/json")
+            .body(Body::wrap_stream(stream::iter(pieces))),
+    )
+    .await;
+    streamed.assert_problem(413, "payload_too_large", "chunked");
+    let read = sys
+        .get_ok(&format!("/v1/news/articles/{article}"), Some("heavy"))
+        .await;
+    assert_eq!(
+        read["viewer"]["liked"], false,
+        "a refused like changed something"
+    );
+}

@@ -674,3 +674,87 @@ async fn odd_request_id_headers_still_give_one_id_end_to_end() {
         }
     }
 }
+
+/// A token verified once is not trusted past its `exp` (plus the 60 s leeway): the gateway's
+/// cache of verified tokens does not outlive it, on a required and an optional endpoint.
+#[tokio::test]
+async fn a_token_that_expires_between_two_requests_is_refused_on_the_second() {
+    let sys = Sys::start().await;
+    let now = jsonwebtoken::get_current_timestamp();
+    // Within the leeway for about 3 more seconds.
+    let expiring = token_with_claims(claims_with("brief", |c| c["exp"] = json!(now - 57)));
+    for path in ["/v1/lingo/me/xp", "/v1/news/articles?limit=1"] {
+        let ok = answer(sys.req(Method::GET, path, None).bearer_auth(&expiring)).await;
+        assert_eq!(ok.status, StatusCode::OK, "{path}: {}", ok.json());
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    for path in ["/v1/lingo/me/xp", "/v1/news/articles?limit=1"] {
+        let refused = answer(sys.req(Method::GET, path, None).bearer_auth(&expiring)).await;
+        refused.assert_problem(401, "invalid_token", path);
+        let www = refused.header("www-authenticate").unwrap_or_default();
+        assert!(www.contains("error=\"invalid_token\""), "{www}");
+    }
+}
+
+/// `viewer` through the gateway: null without a token on every kind of item, and each flag set
+/// by the caller's own like, bookmark and follows.
+#[tokio::test]
+async fn viewer_flags_follow_the_callers_own_actions_through_the_gateway() {
+    let sys = Sys::start().await;
+    let page = sys.get_ok("/v1/news/articles?limit=1", None).await;
+    let item = &page["data"][0];
+    let (article, journalist, organization) = (
+        item["id"].as_str().unwrap().to_owned(),
+        item["journalist_id"].as_str().unwrap().to_owned(),
+        item["organization_id"].as_str().unwrap().to_owned(),
+    );
+    for target in [
+        format!("/v1/news/articles/{article}/like"),
+        format!("/v1/news/articles/{article}/bookmark"),
+        format!("/v1/news/journalists/{journalist}/follow"),
+        format!("/v1/news/organizations/{organization}/follow"),
+    ] {
+        let done = answer(sys.req(Method::POST, &target, Some("viewer"))).await;
+        assert_eq!(done.status, StatusCode::OK, "{target}");
+    }
+    let mine = sys
+        .get_ok(&format!("/v1/news/articles/{article}"), Some("viewer"))
+        .await;
+    assert_eq!(
+        mine["viewer"],
+        json!({"liked": true, "bookmarked": true, "following_journalist": true, "following_organization": true})
+    );
+    let other = sys
+        .get_ok(&format!("/v1/news/articles/{article}"), Some("other"))
+        .await;
+    assert_eq!(
+        other["viewer"],
+        json!({"liked": false, "bookmarked": false, "following_journalist": false, "following_organization": false})
+    );
+    let organizations = "/v1/news/organizations?limit=100".to_owned();
+    let journalists = format!("/v1/news/journalists?organization_id={organization}&limit=100");
+    for (list, id) in [(&organizations, &organization), (&journalists, &journalist)] {
+        let anonymous = sys.get_ok(list, None).await;
+        assert!(
+            anonymous["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x["viewer"].is_null())
+        );
+        let signed = sys.get_ok(list, Some("viewer")).await;
+        for entry in signed["data"].as_array().unwrap() {
+            assert_eq!(
+                entry["viewer"]["following"],
+                entry["id"] == id.as_str(),
+                "{entry}"
+            );
+        }
+    }
+    let following = sys.get_ok("/v1/news/me/following", Some("viewer")).await;
+    assert_eq!(following["journalists"][0]["id"], journalist.as_str());
+    assert_eq!(following["organizations"][0]["id"], organization.as_str());
+    let bookmarks = sys.get_ok("/v1/news/me/bookmarks", Some("viewer")).await;
+    assert_eq!(bookmarks["data"][0]["id"], article.as_str());
+    assert_eq!(bookmarks["data"][0]["viewer"]["bookmarked"], true);
+}
