@@ -410,3 +410,84 @@ async fn the_services_limit_is_128_kib_exactly_through_the_gateway() {
         }
     }
 }
+
+/// Sends raw bytes to the gateway and reads until it closes the connection.
+async fn raw_exchange(sys: &Sys, request: String) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = sys.stack.gateway_url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the gateway did not close the connection")
+        .unwrap();
+    answer
+}
+
+/// The JSON body after the head of a close-delimited or `Content-Length` HTTP answer.
+fn body_of(answer: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(answer);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "chunked to an HTTP/1.0 client: {head}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {head}"))
+}
+
+/// An HTTP/1.0 client gets whole answers, fresh and from the cache, large ones included (no
+/// chunked coding, which HTTP/1.0 does not know).
+#[tokio::test]
+async fn an_http_1_0_client_gets_whole_answers_fresh_and_from_the_cache() {
+    let sys = Sys::start().await;
+    for path in [
+        "/v1/news/articles?limit=100",
+        "/v1/lingo/phrases?limit=100",
+        "/v1/lingo/languages",
+    ] {
+        let expected = sys.get_ok(path, None).await;
+        for round in 0..2 {
+            let answer = raw_exchange(&sys, format!("GET {path} HTTP/1.0\r\n\r\n")).await;
+            // hyper answers an HTTP/1.0 request in HTTP/1.0; either version is readable.
+            assert!(
+                answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.0 200"),
+                "{path} {round}: {}",
+                String::from_utf8_lossy(&answer[..answer.len().min(600)])
+            );
+            assert_eq!(body_of(&answer), expected, "{path} {round}");
+        }
+    }
+}
+
+/// Two requests pipelined on one connection get their two answers in order, one of them from
+/// the cache.
+#[tokio::test]
+async fn pipelined_requests_get_their_answers_in_order() {
+    let sys = Sys::start().await;
+    sys.get_ok("/v1/lingo/languages", None).await;
+    let address = sys
+        .stack
+        .gateway_url
+        .trim_start_matches("http://")
+        .to_owned();
+    let answer = raw_exchange(
+        &sys,
+        format!(
+            "GET /v1/lingo/languages HTTP/1.1\r\nhost: {address}\r\nx-request-id: pipe-1\r\n\r\n\
+             GET /v1/news/articles/none HTTP/1.1\r\nhost: {address}\r\nx-request-id: pipe-2\r\n\r\n\
+             GET /v1/news/organizations?limit=1 HTTP/1.1\r\nhost: {address}\r\nx-request-id: pipe-3\r\nconnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&answer);
+    let first = text.find("x-request-id: pipe-1").expect(&text);
+    let second = text.find("x-request-id: pipe-2").expect(&text);
+    let third = text.find("x-request-id: pipe-3").expect(&text);
+    assert!(first < second && second < third, "{text}");
+    assert_eq!(text.matches("HTTP/1.1 200").count(), 2, "{text}");
+    assert_eq!(text.matches("HTTP/1.1 404").count(), 1, "{text}");
+    assert!(text.contains("\"request_id\":\"pipe-2\""), "{text}");
+}
