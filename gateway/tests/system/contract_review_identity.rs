@@ -758,3 +758,66 @@ async fn viewer_flags_follow_the_callers_own_actions_through_the_gateway() {
     assert_eq!(bookmarks["data"][0]["id"], article.as_str());
     assert_eq!(bookmarks["data"][0]["viewer"]["bookmarked"], true);
 }
+
+/// "Every response carries `x-request-id`": the gateway's own endpoints, a preflight, a 404
+/// outside `/v1`, a 400 for a bad `Host`, as well as the proxied answers.
+#[tokio::test]
+async fn every_answer_of_the_gateway_carries_a_request_id() {
+    let sys = Sys::start_with(|config| {
+        config.cors_allowed_origins = "https://app.example.com".parse().unwrap();
+    })
+    .await;
+    let mut missing = Vec::new();
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+        "/docs",
+        "/docs/swagger-ui.css",
+        "/nowhere",
+        "/v1/news/articles",
+    ] {
+        let got = answer(
+            sys.req(Method::GET, path, None)
+                .header("x-request-id", "own-id"),
+        )
+        .await;
+        if got.header("x-request-id") != Some("own-id") {
+            missing.push(format!(
+                "GET {path} {}: {:?}",
+                got.status,
+                got.header("x-request-id")
+            ));
+        }
+    }
+    let preflight = answer(
+        sys.req(Method::OPTIONS, "/v1/news/articles", None)
+            .header("origin", "https://app.example.com")
+            .header("access-control-request-method", "GET")
+            .header("x-request-id", "own-id"),
+    )
+    .await;
+    if preflight.header("x-request-id") != Some("own-id") {
+        missing.push(format!(
+            "preflight {}: {:?}",
+            preflight.status,
+            preflight.header("x-request-id")
+        ));
+    }
+    let bad_host = answer(
+        sys.req(Method::GET, "/v1/news/articles", None)
+            .header("host", "a, b")
+            .header("x-request-id", "own-id"),
+    )
+    .await;
+    bad_host.assert_problem(400, "bad_request", "bad Host");
+    if bad_host.header("x-request-id") != Some("own-id") {
+        missing.push(format!(
+            "bad Host {}: {:?}",
+            bad_host.status,
+            bad_host.header("x-request-id")
+        ));
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

@@ -492,3 +492,75 @@ async fn limit_and_offset_out_of_range_are_refused_on_every_list() {
         assert!(last["next_offset"].is_null() && last["next_cursor"].is_null());
     }
 }
+
+/// "A cursor is stable under inserts: every item present when the walk starts is served exactly
+/// once, in the list's order; an item added during the walk is served at most once": a thread
+/// and a learner's sessions walked by cursor while comments, replies and sessions are added.
+#[tokio::test]
+async fn a_cursor_walk_is_stable_while_items_are_added() {
+    let sys = Sys::start().await;
+    let (thread, _) = fill(&sys).await;
+    let lists = [
+        List::new(&format!("/v1/news/articles/{thread}/comments"), None, true),
+        List::new("/v1/lingo/me/study-sessions", Some("pager"), true),
+        List::new("/v1/news/me/bookmarks", Some("pager"), true),
+    ];
+    for list in lists {
+        let before = list.walk_by_cursor(&sys, 100).await;
+        let first = with_param(&list.path, "limit", "3");
+        let mut path = first.clone();
+        let mut seen = Vec::new();
+        let mut round = 0;
+        loop {
+            let page = list.page(&sys, &path).await;
+            seen.extend(ids(&page));
+            add_items(&sys, &list.path, &thread, &seen, round).await;
+            round += 1;
+            match page["next_cursor"].as_str() {
+                Some(cursor) => path = with_param(&first, "cursor", cursor),
+                None => break,
+            }
+        }
+        let unique: HashSet<&String> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "{}: served twice", list.path);
+        let originals: Vec<&String> = seen.iter().filter(|id| before.contains(id)).collect();
+        assert_eq!(
+            originals,
+            before.iter().collect::<Vec<_>>(),
+            "{}: the items present at the start, once each and in order",
+            list.path
+        );
+    }
+}
+
+/// Adds an item to the list being walked: a top-level comment and a reply to the last comment
+/// read, a study session, or a bookmark of an article not bookmarked yet.
+async fn add_items(sys: &Sys, list: &str, thread: &str, seen: &[String], round: usize) {
+    if list.contains("/comments") {
+        let top = json!({"article_id": thread, "text": format!("late {round}")});
+        assert_eq!(
+            sys.post_json("/v1/news/comments", "late", &top)
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+        let reply = json!({"article_id": thread, "text": "late reply", "parent_id": seen.last()});
+        assert_eq!(
+            sys.post_json("/v1/news/comments", "late", &reply)
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+    } else if list.contains("study-sessions") {
+        assert_eq!(sys.study("pager", "it").await.status, StatusCode::CREATED);
+    } else {
+        let article = format!("art-{:06}", 100 + round);
+        let done = answer(sys.req(
+            Method::POST,
+            &format!("/v1/news/articles/{article}/bookmark"),
+            Some("pager"),
+        ))
+        .await;
+        assert_eq!(done.status, StatusCode::OK, "{article}");
+    }
+}
