@@ -461,3 +461,47 @@ async fn a_toggle_with_a_body_over_the_limit_is_413_and_changes_nothing() {
         "a refused like changed something"
     );
 }
+
+/// Timestamps sent with an offset come back in UTC with a `Z` (API.md 1: "Timestamps are RFC
+/// 3339 in UTC with a `Z`"), through the gateway.
+#[tokio::test]
+async fn a_studied_at_with_an_offset_comes_back_in_utc() {
+    let sys = Sys::start().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Two days ago at 10:00 in UTC+02:00, that is 08:00Z.
+    let day = (now / 86_400 - 2) as i64;
+    let (year, month, date) = civil_from_days(day);
+    let local = format!("{year:04}-{month:02}-{date:02}T10:00:00+02:00");
+    let utc = format!("{year:04}-{month:02}-{date:02}T08:00:00Z");
+    let session = json!({"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1,
+        "language_code": "es", "studied_at": local});
+    let created = sys
+        .post_json("/v1/lingo/me/study-sessions", "zoned", &session)
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
+    assert_eq!(created.json()["studied_at"], utc.as_str());
+    let created_at = created.json()["created_at"].as_str().unwrap().to_owned();
+    assert!(created_at.ends_with('Z'), "{created_at}");
+    let listed = sys
+        .get_ok("/v1/lingo/me/study-sessions", Some("zoned"))
+        .await;
+    assert_eq!(listed["data"][0]["studied_at"], utc.as_str());
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
+/// algorithm), so the test needs no date crate.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}

@@ -225,3 +225,50 @@ fn chrono_like(timestamp: &str) -> String {
     let (seconds, fraction) = trimmed.split_once('.').unwrap_or((trimmed, ""));
     format!("{seconds}.{fraction:0<9}")
 }
+
+/// Phrase search (API.md 3.2) through the gateway with the query percent-encoded as UTF-8:
+/// case- and accent-insensitive, every word, the last one also as a prefix; `language` still
+/// filters, and the anonymous answer is cacheable.
+#[tokio::test]
+async fn phrase_search_through_the_gateway_is_accent_and_case_insensitive() {
+    let sys = Sys::start().await;
+    let station = "¿Dónde está la estación de tren?";
+    for q in [
+        "donde esta",
+        "DÓNDE ESTÁ",
+        "dónde está la estac",
+        "Donde   esta  ",
+    ] {
+        let path = format!("/v1/lingo/phrases?q={}&language=es", urlencode(q));
+        let answer = sys.get(&path, None).await;
+        assert_eq!(answer.status, StatusCode::OK, "{q}");
+        assert_eq!(answer.header("cache-control"), Some("public, max-age=30"));
+        let page = answer.json();
+        let texts: Vec<&str> = hits(&page)
+            .iter()
+            .map(|p| p["text"].as_str().unwrap())
+            .collect();
+        assert!(texts.contains(&station), "{q}: {texts:?}");
+        assert!(
+            hits(&page).iter().all(|p| p["language_code"] == "es"),
+            "{q}"
+        );
+    }
+    // A translation matches too: the English words find the Spanish phrase.
+    let page = sys
+        .get_ok(
+            &format!(
+                "/v1/lingo/phrases?q={}&language=es",
+                urlencode("train station")
+            ),
+            None,
+        )
+        .await;
+    let texts: Vec<&str> = hits(&page)
+        .iter()
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.contains(&station), "{texts:?}");
+    let nothing = sys.get_ok("/v1/lingo/phrases?q=zzzzqqq", None).await;
+    assert_eq!(nothing["count"], 0);
+}
