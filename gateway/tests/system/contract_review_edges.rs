@@ -491,3 +491,32 @@ async fn pipelined_requests_get_their_answers_in_order() {
     assert_eq!(text.matches("HTTP/1.1 404").count(), 1, "{text}");
     assert!(text.contains("\"request_id\":\"pipe-2\""), "{text}");
 }
+
+/// The services' own operational endpoints (`/metrics`, `/readyz`, `/healthz`) are not reachable
+/// through the gateway under any spelling: everything under the gateway outside its own
+/// endpoints and the documented `/v1` routes is a 404 problem.
+#[tokio::test]
+async fn the_services_operational_endpoints_are_not_reachable_through_the_gateway() {
+    let sys = Sys::start().await;
+    let address = sys.stack.gateway_url.trim_start_matches("http://").to_owned();
+    for target in [
+        "/v1/lingo/metrics",
+        "/v1/news/readyz",
+        "/v1/lingo/healthz",
+        "/v1/lingo/../metrics",
+        "/v1/news/../../metrics",
+        "/v1/lingo/%2e%2e/metrics",
+        "/v1/news/%2E%2E/%2E%2E/readyz",
+        "/v1/lingo/..%2fmetrics",
+    ] {
+        let answer = raw_exchange(
+            &sys,
+            format!("GET {target} HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n"),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 404"), "{target}: {text}");
+        assert!(text.contains("\"code\":\"not_found\""), "{target}: {text}");
+        assert!(!text.contains("# TYPE"), "{target}: metrics leaked");
+    }
+}
