@@ -498,7 +498,11 @@ async fn pipelined_requests_get_their_answers_in_order() {
 #[tokio::test]
 async fn the_services_operational_endpoints_are_not_reachable_through_the_gateway() {
     let sys = Sys::start().await;
-    let address = sys.stack.gateway_url.trim_start_matches("http://").to_owned();
+    let address = sys
+        .stack
+        .gateway_url
+        .trim_start_matches("http://")
+        .to_owned();
     for target in [
         "/v1/lingo/metrics",
         "/v1/news/readyz",
@@ -519,4 +523,43 @@ async fn the_services_operational_endpoints_are_not_reachable_through_the_gatewa
         assert!(text.contains("\"code\":\"not_found\""), "{target}: {text}");
         assert!(!text.contains("# TYPE"), "{target}: metrics leaked");
     }
+}
+
+/// "Rate limits per caller (`sub`, else client IP)": two readers with tokens from one address
+/// have a budget each, and anonymous requests (and those with an invalid token) count against
+/// the address.
+#[tokio::test]
+async fn rate_limit_budgets_are_per_subject_else_per_address() {
+    let sys = Sys::start_with(|config| {
+        config.rate_limit_enabled = true;
+        config.rate_limit_reads = 3;
+        config.rate_limit_window_secs = 60;
+    })
+    .await;
+    let statuses = |who: Option<&'static str>, bearer: Option<&'static str>| {
+        let sys = &sys;
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..4 {
+                let mut request = sys.req(Method::GET, "/v1/news/articles?limit=1", who);
+                if let Some(bearer) = bearer {
+                    request = request.header("authorization", bearer);
+                }
+                statuses.push(answer(request).await.status.as_u16());
+            }
+            statuses
+        }
+    };
+    assert_eq!(statuses(Some("reader-a"), None).await, [200, 200, 200, 429]);
+    assert_eq!(statuses(Some("reader-b"), None).await, [200, 200, 200, 429]);
+    // The address's budget: an invalid token's 401s count against it too.
+    let mut by_address = Vec::new();
+    for bearer in [Some("Bearer broken"), None, None, None] {
+        let mut request = sys.req(Method::GET, "/v1/news/articles?limit=1", None);
+        if let Some(bearer) = bearer {
+            request = request.header("authorization", bearer);
+        }
+        by_address.push(answer(request).await.status.as_u16());
+    }
+    assert_eq!(by_address, [401, 200, 200, 429]);
 }
