@@ -6,6 +6,16 @@
 mod stack;
 
 mod cache;
+mod contract_review;
+mod contract_review_bodies;
+mod contract_review_cache;
+mod contract_review_edges;
+mod contract_review_head;
+mod contract_review_idempotency;
+mod contract_review_identity;
+mod contract_review_openapi;
+mod contract_review_paging;
+mod contract_review_search;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
