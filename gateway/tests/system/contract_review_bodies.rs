@@ -121,6 +121,8 @@ async fn bodies_are_json_by_their_media_type_with_or_without_parameters() {
         "multipart/form-data; boundary=x",
         "application/jsonx",
         "application/json-seq",
+        "application/json; charset=latin1",
+        "application/json; charset=utf-16",
         "json",
         "",
     ];

@@ -28,7 +28,9 @@ pub trait FieldRules {
     fn broken_rules(&self, stand_in: &dyn Fn(&str) -> bool) -> Vec<FieldError>;
 }
 
-/// Whether `headers` declare a JSON body (`application/json` or `application/*+json`).
+/// Whether `headers` declare a JSON body (`application/json` or `application/*+json`) in UTF-8:
+/// a `charset` parameter other than `utf-8` is not read as JSON (RFC 8259 8.1: JSON is UTF-8; a
+/// body labelled Latin-1 would otherwise be read as UTF-8 and its accents misread or refused).
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
@@ -36,14 +38,18 @@ fn is_json(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+    let is_json_type = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    is_json_type
+        && parts.all(|parameter| match parameter.split_once('=') {
+            Some((name, charset)) if name.trim().eq_ignore_ascii_case("charset") => charset
+                .trim()
+                .trim_matches('"')
+                .eq_ignore_ascii_case("utf-8"),
+            _ => true,
+        })
 }
 
 /// A body in a content coding (`Content-Encoding: gzip` and the like) is 415: the services read
@@ -528,6 +534,16 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
         let query = parts.uri.query().unwrap_or_default();
+        // `form_urlencoded` would read bytes that are no UTF-8 as U+FFFD: `q=%FF` would search
+        // for a replacement character instead of being refused as the malformed string it is.
+        if percent_encoding::percent_decode_str(query)
+            .decode_utf8()
+            .is_err()
+        {
+            return Err(Problem::invalid_query(
+                "the query string is not UTF-8 once its %-escapes are decoded",
+            ));
+        }
         let deserializer =
             serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)
@@ -572,6 +588,32 @@ mod tests {
             .map(|e| e.field.clone())
             .unwrap_or_default();
         (problem.status.as_u16(), problem.code.to_string(), field)
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Search {
+        q: String,
+    }
+
+    async fn query_of(target: &str) -> Result<String, Problem> {
+        let request = axum::http::Request::get(target).body(()).unwrap();
+        let (mut parts, ()) = request.into_parts();
+        Query::<Search>::from_request_parts(&mut parts, &())
+            .await
+            .map(|Query(search)| search.q)
+    }
+
+    #[tokio::test]
+    async fn a_query_string_must_decode_to_utf8() {
+        assert_eq!(
+            query_of("/s?q=caf%C3%A9+au+lait").await.unwrap(),
+            "café au lait"
+        );
+        assert_eq!(query_of("/s?q=100%25").await.unwrap(), "100%");
+        for target in ["/s?q=%FF", "/s?q=caf%C3", "/s?q=a&x=%E9"] {
+            let problem = query_of(target).await.unwrap_err();
+            assert_eq!(problem.code, "invalid_query", "{target}");
+        }
     }
 
     #[test]
@@ -922,5 +964,19 @@ mod tests {
         assert!(is_json(&headers));
         headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
         assert!(!is_json(&headers));
+        for utf8 in [
+            "application/json;charset=\"UTF-8\"",
+            "application/problem+json; v=1",
+        ] {
+            headers.insert(header::CONTENT_TYPE, utf8.parse().unwrap());
+            assert!(is_json(&headers), "{utf8}");
+        }
+        for other in [
+            "application/json; charset=latin1",
+            "application/json; charset=utf-16",
+        ] {
+            headers.insert(header::CONTENT_TYPE, other.parse().unwrap());
+            assert!(!is_json(&headers), "{other}");
+        }
     }
 }
