@@ -83,6 +83,33 @@ async fn post_and_delete_are_idempotent_with_exact_counts() {
     );
 }
 
+/// The answer to a write is the caller's own (their flag, the count they just changed): no cache
+/// may keep it, and a comment's 201 likewise.
+#[tokio::test]
+async fn answers_to_writes_are_private() {
+    let app = spawn_with_fixture().await;
+    let private = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get("cache-control")
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    for (path, ..) in EDGES {
+        for response in [app.post(path, "u1").await, app.delete(path, "u1").await] {
+            assert_eq!(response.status(), 200, "{path}");
+            assert_eq!(
+                private(&response).as_deref(),
+                Some("private, no-store"),
+                "{path}"
+            );
+        }
+    }
+    let body = json!({"article_id": "art-1", "text": "mine"});
+    let created = app.post_comment("u1", &body, None).await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(private(&created).as_deref(), Some("private, no-store"));
+}
+
 #[tokio::test]
 async fn an_unknown_target_is_404_and_writes_nothing() {
     let app = spawn_with_fixture().await;

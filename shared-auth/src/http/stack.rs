@@ -1,6 +1,6 @@
 //! The layers every service's router gets, in the one order that works: the problem fallback
 //! for unknown routes, `/metrics` and the request counter, the body limit, panics turned into
-//! 500s, and the request context outermost (so every answer, a panic's included, gets a request
+//! 500s, answers to writes kept out of caches, and the request context outermost (so every answer, a panic's included, gets a request
 //! id and becomes a problem).
 
 use std::sync::Arc;
@@ -28,8 +28,19 @@ where
     instrument(routes.fallback(not_found), metrics)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
+        .layer(axum::middleware::from_fn(writes_are_private))
         .layer(axum::middleware::from_fn(check_head))
         .layer(axum::middleware::from_fn(request_context))
+}
+
+/// The answer to a write (a like, a comment, a study session) is the caller's own: `Cache-Control:
+/// private, no-store` unless the handler set its own, as every personal answer says, so no cache
+/// between the client and the gateway keeps it.
+async fn writes_are_private(request: Request, next: Next) -> Response {
+    if request.method().is_safe() {
+        return next.run(request).await;
+    }
+    crate::http::cache::no_store(request, next).await
 }
 
 /// The head rules of [`head::check`], as the gateway applies them.
