@@ -1,4 +1,4 @@
-//! An outside review of API.md section 2 at the gateway: the `WWW-Authenticate` values written
+//! An outside review of the contract (docs/authentication.md) at the gateway: the `WWW-Authenticate` values written
 //! out literally (not taken from the implementation), and the claim rules at their edges: `iss`
 //! as an array, `aud` as a string or an array, `nbf`/`iat`/`exp` within and beyond the 60 s
 //! leeway, `sub` of 255 and 256 characters and with control characters, and scopes several,
@@ -39,7 +39,7 @@ fn www_authenticate(response: &reqwest::Response) -> String {
         .to_owned()
 }
 
-/// Every row of the outcomes table with its `WWW-Authenticate` exactly as API.md writes it.
+/// Every row of the outcomes table with its `WWW-Authenticate` exactly as the contract (docs/authentication.md) writes it.
 #[tokio::test]
 async fn www_authenticate_is_exactly_the_tables() {
     let stack = Stack::start().await;
@@ -265,7 +265,7 @@ async fn scopes_are_space_separated_and_compared_exactly() {
     }
 }
 
-/// API.md 2: "A token whose header has `crit` is rejected (RFC 7515: no extension is
+/// the contract (docs/authentication.md): "A token whose header has `crit` is rejected (RFC 7515: no extension is
 /// understood)", at the gateway too, on Required and Optional endpoints.
 #[tokio::test]
 async fn a_token_with_crit_is_refused() {

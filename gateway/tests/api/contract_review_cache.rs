@@ -1,4 +1,4 @@
-//! An outside review of API.md section 5, "Cached public answers", against an origin that counts
+//! An outside review of the contract (docs/gateway.md), "Cached public answers", against an origin that counts
 //! the requests it gets per target and answers with the `Cache-Control` (`cc`), `status` and
 //! `vary` its query asks for, an `ETag` per answer (`"v<n>"`, the n-th request for the target),
 //! and `Date`. What a shared cache (RFC 9111) must and must not do, as an operator who knows

@@ -1,4 +1,4 @@
-//! An outside review of API.md sections 1 and 5 at the gateway's edge: the problems it makes
+//! An outside review of the contract (docs/conventions.md, docs/gateway.md) at the gateway's edge: the problems it makes
 //! itself (404 for every spelling that names no endpoint, 405 with `Allow` and a `detail` naming
 //! the methods), the 1 MiB body limit at its exact edge with and without a length, the request
 //! id it keeps or replaces, the trace headers it forwards, methods an operator knows from caches
@@ -32,7 +32,7 @@ async fn own_problem(response: reqwest::Response, status: u16, code: &str, case:
     body
 }
 
-/// API.md 1: "404 (`not_found`, also unknown routes)"; 5: "Everything else under the gateway is
+/// the contract (docs/conventions.md): "404 (`not_found`, also unknown routes)"; 5: "Everything else under the gateway is
 /// 404 problem". The group roots, other cases of the prefix, a slash too many, and the gateway's
 /// own paths spelt with more after them: 404 problems, token or not, with no rate-limit headers
 /// (docs/gateway.md: a path that is no endpoint is not counted), and nothing reaches a service.
@@ -105,7 +105,7 @@ async fn every_spelling_that_names_no_endpoint_is_a_404_problem() {
     assert_eq!(stack.hits(), 0, "nothing was forwarded");
 }
 
-/// API.md 1: "405 answers carry an `Allow` header and a `detail` that names the allowed
+/// the contract (docs/conventions.md): "405 answers carry an `Allow` header and a `detail` that names the allowed
 /// methods", answered before the token (no 401 for a wrong method), never forwarded, not
 /// counted. `OPTIONS` without CORS, `TRACE` and a cache's `PURGE` are such methods.
 #[tokio::test]
@@ -197,7 +197,7 @@ fn chunked_body(len: usize) -> reqwest::Body {
     reqwest::Body::wrap_stream(futures_util::stream::iter(pieces))
 }
 
-/// API.md 1: "at most ... 1 MiB at the gateway (`413 payload_too_large`)": one byte over is
+/// the contract (docs/conventions.md): "at most ... 1 MiB at the gateway (`413 payload_too_large`)": one byte over is
 /// refused whether the length is declared or the body is chunked, and exactly 1 MiB sent chunked
 /// passes whole.
 #[tokio::test]
@@ -220,7 +220,7 @@ async fn the_body_limit_is_exactly_1_mib_with_and_without_a_length() {
     own_problem(over, 413, "payload_too_large", "1 MiB + 1 chunked").await;
 }
 
-/// API.md 1: "Every response carries `x-request-id` (taken from the request when it has a sane
+/// the contract (docs/conventions.md): "Every response carries `x-request-id` (taken from the request when it has a sane
 /// one, else generated); the gateway forwards it". A generated id replaces one that is too long
 /// or holds bytes a log line should not; the id forwarded is the id answered.
 #[tokio::test]
@@ -283,7 +283,7 @@ async fn the_request_id_is_kept_when_sane_and_the_same_id_is_forwarded_either_wa
     assert!(!ids[0].contains("caf"), "{answer}");
 }
 
-/// API.md 1: the gateway forwards W3C `traceparent` (and its `tracestate` travels with it) to the
+/// the contract (docs/conventions.md): the gateway forwards W3C `traceparent` (and its `tracestate` travels with it) to the
 /// services, unchanged when it records no span of its own.
 #[tokio::test]
 async fn traceparent_and_tracestate_reach_the_service() {
@@ -647,7 +647,7 @@ async fn a_body_declared_over_the_limit_with_expect_is_413_at_once() {
     assert_eq!(stack.hits(), 0);
 }
 
-/// API.md 1: "A connection whose request head has not fully arrived within 10 s is closed". A
+/// the contract (docs/conventions.md): "A connection whose request head has not fully arrived within 10 s is closed". A
 /// keep-alive connection that was served once and then sends nothing (its next head never
 /// arrives) is closed at the header read timeout too: idle connections cannot be held open at
 /// no cost (here 500 ms; allowed 3 s).

@@ -1,4 +1,4 @@
-//! An outside review of API.md section 5, "Routes are learned": a stand-in news replica publishes
+//! An outside review of the contract (docs/gateway.md), "Routes are learned": a stand-in news replica publishes
 //! documents the gateway has never seen, with every form of `security` a service could write, path
 //! templates with parameters mid-path beside fixed segments, and changes to an endpoint's methods
 //! and access, which an unchanged, running gateway must follow within `ROUTES_REFRESH_SECS`.

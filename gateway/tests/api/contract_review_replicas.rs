@@ -1,4 +1,4 @@
-//! An outside review of API.md section 5 on replicas: panic routing when the last replica that
+//! An outside review of the contract (docs/gateway.md) on replicas: panic routing when the last replica that
 //! looked up refuses, and route documents a replica fails to give (an error status, a stall past
 //! the 5 s read limit), which must change nothing while requests go on being served.
 
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestGateway, Upstream, config, problem};
 
-/// API.md 5: "When every replica of a group is marked down, the gateway still tries them", and
+/// the contract (docs/gateway.md): "When every replica of a group is marked down, the gateway still tries them", and
 /// "Only requests that never reached an upstream are retried on another replica (any method)".
 /// Replica B is marked down (its `/readyz` fails) but serves; replica A looked up and has just
 /// died. A request that finds A refusing never reached an upstream, and now every replica is

@@ -1,5 +1,5 @@
 //! An outside review of the system through the gateway: what a client sees where the gateway and
-//! the services meet (API.md, every section). This module holds what the `contract_review_*`
+//! the services meet (the contract: docs/, every page). This module holds what the `contract_review_*`
 //! tests share: the running stack and a whole answer (status, headers, raw body) per call.
 
 use reqwest::header::HeaderMap;

@@ -1,5 +1,5 @@
 //! Request bodies where the gateway (1 MiB) meets the services (128 KiB), media types, empty
-//! bodies, and the `Location` of 201s resolved through the gateway (API.md 1 "Request bodies",
+//! bodies, and the `Location` of 201s resolved through the gateway (the contract (docs/conventions.md) "Request bodies",
 //! 3 and 4).
 
 use futures_util::stream;
@@ -464,7 +464,7 @@ async fn a_toggle_with_a_body_over_the_limit_is_413_and_changes_nothing() {
     );
 }
 
-/// Timestamps sent with an offset come back in UTC with a `Z` (API.md 1: "Timestamps are RFC
+/// Timestamps sent with an offset come back in UTC with a `Z` (the contract (docs/conventions.md): "Timestamps are RFC
 /// 3339 in UTC with a `Z`"), through the gateway.
 #[tokio::test]
 async fn a_studied_at_with_an_offset_comes_back_in_utc() {

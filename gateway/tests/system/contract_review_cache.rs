@@ -1,4 +1,4 @@
-//! Caching where the gateway meets the services' real `ETag`s and `Cache-Control` (API.md 4,
+//! Caching where the gateway meets the services' real `ETag`s and `Cache-Control` (the contract (docs/news.md),
 //! "Anonymous article reads send `Cache-Control: public, max-age=30` and a strong `ETag`...",
 //! and 5, "Cached public answers").
 

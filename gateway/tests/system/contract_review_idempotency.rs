@@ -1,4 +1,4 @@
-//! `Idempotency-Key` through the gateway (API.md 3: "A repeat with the same key and the same
+//! `Idempotency-Key` through the gateway (the contract (docs/lingo.md): "A repeat with the same key and the same
 //! body replays the first response (same status and body) with `Idempotency-Replayed: true` and
 //! changes nothing; the same key with a different body is 422 `idempotency_key_reused`; a repeat
 //! while the first is still running is 409 `idempotency_key_in_use`. A request that failed

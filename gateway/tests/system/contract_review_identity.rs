@@ -1,4 +1,4 @@
-//! Identity and request ids where the gateway meets the services (API.md 2: "Identity comes from
+//! Identity and request ids where the gateway meets the services (the contract (docs/authentication.md): "Identity comes from
 //! the verified token only. No service trusts an identity header; the gateway forwards the
 //! `Authorization` header unchanged and each service verifies it again itself"; "Outcomes,
 //! identical at the gateway and at each service"; 1: "Every response carries `x-request-id`...

@@ -1,4 +1,4 @@
-//! API.md section 1, "Every list can be read to its end": every paged list of both services,
+//! the contract (docs/conventions.md), "Every list can be read to its end": every paged list of both services,
 //! read through the gateway by `cursor` to its end and by `offset`, must give the same items in
 //! the same order; the cursor keeps filters and order; `cursor` with `offset` is 400
 //! `invalid_query`; another list's cursor is 400 `invalid_cursor`; `cursor=` is no cursor;

@@ -1,4 +1,4 @@
-//! `GET /v1/news/search` through the gateway (API.md 4.1): anonymous answers cacheable like the
+//! `GET /v1/news/search` through the gateway (the contract (docs/news.md)): anonymous answers cacheable like the
 //! article list, signed-in answers personal (`viewer`) and never cached, `suggestion`, cursor
 //! paging that keeps `q`, filters and sort, and the bounds of `q`.
 
@@ -226,7 +226,7 @@ fn chrono_like(timestamp: &str) -> String {
     format!("{seconds}.{fraction:0<9}")
 }
 
-/// Phrase search (API.md 3.2) through the gateway with the query percent-encoded as UTF-8:
+/// Phrase search (the contract (docs/lingo.md)) through the gateway with the query percent-encoded as UTF-8:
 /// case- and accent-insensitive, every word, the last one also as a prefix; `language` still
 /// filters, and the anonymous answer is cacheable.
 #[tokio::test]
