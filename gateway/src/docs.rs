@@ -77,10 +77,7 @@ where
         )
 }
 
-async fn openapi_json(
-    State(reference): State<Arc<ApiReference>>,
-    request: HeaderMap,
-) -> Response {
+async fn openapi_json(State(reference): State<Arc<ApiReference>>, request: HeaderMap) -> Response {
     let served = reference.served.load();
     let etag = (header::ETAG, served.etag.clone());
     let matches = request
@@ -238,7 +235,9 @@ fn compiled_part(group: Group) -> serde_json::Result<OpenApi> {
     if let Some(components) = &mut document.components {
         let used = |kind, name: &String| used.contains(&component_ref(kind, name));
         components.schemas.retain(|name, _| used("schemas", name));
-        components.responses.retain(|name, _| used("responses", name));
+        components
+            .responses
+            .retain(|name, _| used("responses", name));
     }
     Ok(document)
 }
@@ -250,10 +249,10 @@ fn components_used(document: &Value) -> BTreeSet<String> {
     let mut pending = Vec::new();
     refs_in(&document["paths"], &mut pending);
     while let Some(reference) = pending.pop() {
-        if let Some(target) = document.pointer(&format!("/components/{reference}")) {
-            if used.insert(reference) {
-                refs_in(target, &mut pending);
-            }
+        if let Some(target) = document.pointer(&format!("/components/{reference}"))
+            && used.insert(reference)
+        {
+            refs_in(target, &mut pending);
         }
     }
     used
@@ -269,7 +268,10 @@ fn refs_in(value: &Value, found: &mut Vec<String>) {
     match value {
         Value::Object(members) => {
             for (name, member) in members {
-                match member.as_str().and_then(|r| r.strip_prefix("#/components/")) {
+                match member
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/components/"))
+                {
                     Some(reference) if name == "$ref" => found.push(reference.to_owned()),
                     _ => refs_in(member, found),
                 }
@@ -389,7 +391,10 @@ mod tests {
         reference.learned(Group::News, &[minimal.to_string().into_bytes()]);
         assert_eq!(reference.served.load().body, good);
         // With another replica's good document, still not: the part is all the documents.
-        let both = [news.to_string().into_bytes(), minimal.to_string().into_bytes()];
+        let both = [
+            news.to_string().into_bytes(),
+            minimal.to_string().into_bytes(),
+        ];
         reference.learned(Group::News, &both);
         assert_eq!(reference.served.load().body, good);
     }

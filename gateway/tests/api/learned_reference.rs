@@ -44,7 +44,10 @@ async fn served(gateway: &TestGateway) -> (Value, String) {
     let response = gateway.get("/openapi.json").await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/json");
-    let etag = response.headers()["etag"].to_str().expect("ascii").to_owned();
+    let etag = response.headers()["etag"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     (response.json().await.expect("json"), etag)
 }
 
@@ -119,7 +122,10 @@ async fn an_endpoint_a_service_ships_is_documented_within_the_refresh_and_gone_o
     let (_, first_etag) = served(&gateway).await;
 
     news.set_document(Document::Text(news_with(RELATED).to_string()));
-    eventually("the new endpoint documented", || documents(&gateway, RELATED)).await;
+    eventually("the new endpoint documented", || {
+        documents(&gateway, RELATED)
+    })
+    .await;
     assert_eq!(
         status_with_token(&gateway, "/v1/news/articles/a1/related").await,
         200,
@@ -132,7 +138,10 @@ async fn an_endpoint_a_service_ships_is_documented_within_the_refresh_and_gone_o
     assert_eq!(operation["summary"], format!("New: {RELATED}"));
     let answers = operation["responses"].as_object().expect("responses");
     for status in ["200", "400", "429", "502", "503", "504"] {
-        assert!(answers.contains_key(status), "{status}: the gateway's answers are added");
+        assert!(
+            answers.contains_key(status),
+            "{status}: the gateway's answers are added"
+        );
     }
     assert_part_is_committed(&document, "lingo");
     assert_refs_resolve(&document);
@@ -234,7 +243,10 @@ async fn a_document_that_is_no_full_openapi_leaves_the_last_good_part() {
     assert_eq!(served(&gateway).await, (good, good_etag));
 
     news.set_document(Document::Text(news_with("/v1/news/other").to_string()));
-    eventually("a good document again", || documents(&gateway, "/v1/news/other")).await;
+    eventually("a good document again", || {
+        documents(&gateway, "/v1/news/other")
+    })
+    .await;
     assert!(!documents(&gateway, RELATED).await);
     assert!(!documents(&gateway, "/v1/news/minimal").await);
 }

@@ -327,7 +327,10 @@ async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
         read_back.push(serde_json::from_slice::<OpenApi>(&bytes.unwrap()).unwrap());
     }
     let merged = serde_json::to_string_pretty(&merge(read_back)).unwrap() + "\n";
-    assert!(merged == committed, "the services' documents do not read back");
+    assert!(
+        merged == committed,
+        "the services' documents do not read back"
+    );
     let document: Value = serde_json::from_str(&served).unwrap();
     assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = document["paths"].as_object().unwrap();
