@@ -247,7 +247,7 @@ async fn read_document(
 pub async fn refresh(
     group: &UpstreamGroup,
     routes: &RouteTable,
-    reference: &ApiReference,
+    reference: &Arc<ApiReference>,
     client: &UpstreamClient,
     metrics: &Metrics,
 ) {
@@ -300,7 +300,13 @@ pub async fn refresh(
             }
         }
     }
-    reference.learned(group.group, &documents);
+    // Parsing and merging a document takes milliseconds (more in a debug build): off the
+    // runtime, which also runs the readiness probes.
+    let (reference, group) = (reference.clone(), group.group);
+    let taken = tokio::task::spawn_blocking(move || reference.learned(group, &documents)).await;
+    if let Err(error) = taken {
+        tracing::error!(group = label, %error, "the API reference was not rebuilt");
+    }
 }
 
 /// Learns `group`'s routes at once, then every `every` and whenever one of its replicas comes
