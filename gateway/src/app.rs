@@ -19,6 +19,7 @@ use crate::client_addr::TrustedProxies;
 use crate::config::{ClientTimeouts, GatewayConfig};
 use crate::cors::cors_layer;
 use crate::dispatch::Frontend;
+use crate::docs::ApiReference;
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::ratelimit::RateLimiter;
@@ -60,6 +61,7 @@ impl Application {
             config.down_probe_interval(),
         ));
         let routes = Arc::new(learn::compiled_routes()?);
+        let reference = Arc::new(ApiReference::compiled()?);
         let limiter = config.rate_limit_enabled.then(|| {
             Arc::new(RateLimiter::new(
                 Duration::from_secs(config.rate_limit_window_secs),
@@ -91,12 +93,14 @@ impl Application {
                 metrics.clone(),
             )
             .map(Arc::new),
+            reference: reference.clone(),
         };
         let frontend = Frontend::new(state, cors_layer(&config.cors_allowed_origins.0)?);
         let learners = [&lingo, &news].map(|group| {
             tokio::spawn(learn::learn_forever(
                 group.clone(),
                 routes.clone(),
+                reference.clone(),
                 UpstreamClient::new(config.connect_timeout(), config.upstream_timeout()),
                 metrics.clone(),
                 config.routes_refresh_interval(),

@@ -10,6 +10,10 @@
 //! OpenAPI, larger than [`MAX_DOCUMENT_BYTES`], or has a path outside the group's prefix is
 //! ignored with a warning and counted in `gateway_route_documents_total{group,outcome}`; the
 //! last good table stays.
+//!
+//! The documents a group is routed by are also its part of `GET /openapi.json`: each time they
+//! are taken they go to [`ApiReference::learned`] (docs.rs), which rebuilds the served document
+//! when they changed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +25,7 @@ use http_body::Body as _;
 use serde::Deserialize;
 
 use crate::client::{OutBody, UpstreamClient};
-use crate::docs::OPENAPI_JSON;
+use crate::docs::{ApiReference, OPENAPI_JSON};
 use crate::metrics::Metrics;
 use crate::routes::{Access, Endpoints, Group, GroupTable, RouteTable, method_index};
 use crate::upstream::{Replica, UpstreamGroup};
@@ -239,26 +243,30 @@ async fn read_document(
 }
 
 /// Reads the document of every replica of `group` and, when at least one was good, routes the
-/// group by what the good ones say together.
+/// group by what the good ones say together, and documents it by them at `/openapi.json`.
 pub async fn refresh(
     group: &UpstreamGroup,
     routes: &RouteTable,
+    reference: &Arc<ApiReference>,
     client: &UpstreamClient,
     metrics: &Metrics,
 ) {
     let label = group.group.label();
     let reads = group.replicas.iter().map(|replica| async move {
         let document = read_document(client, replica, group.group).await?;
-        endpoints_of(&document, group.group, false)
+        let endpoints = endpoints_of(&document, group.group, false)?;
+        Ok::<_, Refused>((document, endpoints))
     });
     let results = futures_util::future::join_all(reads).await;
     let mut learned: Option<Endpoints> = None;
+    let mut documents = Vec::new();
     for (replica, result) in group.replicas.iter().zip(results) {
         let outcome = match result {
-            Ok(endpoints) => {
+            Ok((document, endpoints)) => {
                 learned
                     .get_or_insert_with(Endpoints::default)
                     .merge(endpoints);
+                documents.push(document);
                 "ok"
             }
             Err(refused @ Refused::Unavailable(_)) => {
@@ -275,22 +283,29 @@ pub async fn refresh(
     let Some(learned) = learned else {
         return;
     };
-    if routes.current(group.group).source() == &learned {
-        return;
+    if routes.current(group.group).source() != &learned {
+        let paths = learned.len();
+        match GroupTable::build(learned) {
+            Ok(table) => {
+                routes.replace(group.group, table);
+                tracing::info!(
+                    group = label,
+                    paths,
+                    "routes learned from the group's documents"
+                );
+            }
+            Err(error) => {
+                tracing::warn!(group = label, %error, "the documents together give no usable table; the last good routes stay");
+                return;
+            }
+        }
     }
-    let paths = learned.len();
-    match GroupTable::build(learned) {
-        Ok(table) => {
-            routes.replace(group.group, table);
-            tracing::info!(
-                group = label,
-                paths,
-                "routes learned from the group's documents"
-            );
-        }
-        Err(error) => {
-            tracing::warn!(group = label, %error, "the documents together give no usable table; the last good routes stay");
-        }
+    // Parsing and merging a document takes milliseconds (more in a debug build): off the
+    // runtime, which also runs the readiness probes.
+    let (reference, group) = (reference.clone(), group.group);
+    let taken = tokio::task::spawn_blocking(move || reference.learned(group, &documents)).await;
+    if let Err(error) = taken {
+        tracing::error!(group = label, %error, "the API reference was not rebuilt");
     }
 }
 
@@ -299,6 +314,7 @@ pub async fn refresh(
 pub async fn learn_forever(
     group: Arc<UpstreamGroup>,
     routes: Arc<RouteTable>,
+    reference: Arc<ApiReference>,
     client: UpstreamClient,
     metrics: Arc<Metrics>,
     every: Duration,
@@ -312,7 +328,7 @@ pub async fn learn_forever(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
-        refresh(&group, &routes, &client, &metrics).await;
+        refresh(&group, &routes, &reference, &client, &metrics).await;
         tokio::select! {
             _ = ticks.tick() => {}
             () = group.came_back.notified() => {}

@@ -7,6 +7,7 @@ use axum::extract::FromRef;
 use crate::auth::EdgeAuth;
 use crate::cache::AnswerCache;
 use crate::client_addr::TrustedProxies;
+use crate::docs::ApiReference;
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::ratelimit::RateLimiter;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub routes: Arc<RouteTable>,
     /// The cache of public answers; `None` when `GATEWAY_CACHE_MAX_BYTES` is 0.
     pub cache: Option<Arc<AnswerCache>>,
+    /// What `GET /openapi.json` serves: the documents the routes were learned from, merged.
+    pub reference: Arc<ApiReference>,
 }
 
 impl AppState {
@@ -41,5 +44,11 @@ impl AppState {
 impl FromRef<AppState> for Arc<Metrics> {
     fn from_ref(state: &AppState) -> Self {
         state.metrics.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<ApiReference> {
+    fn from_ref(state: &AppState) -> Self {
+        state.reference.clone()
     }
 }

@@ -14,6 +14,7 @@ mod failures;
 mod hardening;
 mod helpers;
 mod learned;
+mod learned_reference;
 mod lifecycle;
 mod limits;
 mod ops;

@@ -19,6 +19,7 @@ mod contract_review_search;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
+use shared_auth::http::openapi::{OpenApi, merge};
 use shared_auth::testing::{TestDatabase, token};
 
 /// The running system: the gateway's base URL and the database behind it.
@@ -296,15 +297,64 @@ fn the_document_states_the_services_body_limit() {
     );
 }
 
+/// Once the gateway has read both services' documents, `/openapi.json` is their merge, made from
+/// what they publish: byte for byte the committed `openapi.json` when they are this build's.
 #[tokio::test]
 async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
-    let system = System::start().await;
-    let (status, document) = system.get("/openapi.json", None).await;
-    assert_eq!(status, StatusCode::OK);
+    let stack = stack::start_with(Some(30), |config| config.routes_refresh_secs = 1).await;
+    let published = [
+        format!("{}/v1/lingo/openapi.json", stack.lingo_url),
+        format!("{}/v1/news/openapi.json", stack.news_url),
+    ];
+    let system = System {
+        gateway: stack.gateway_url.clone(),
+        client: Client::new(),
+        _db: stack.db,
+    };
+    // Read twice: the second read starts after the first one's documents were taken.
+    wait_for_route_documents(&system, 2).await;
+    let response = system
+        .client
+        .get(system.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let etag = response.headers()["etag"].clone();
+    let served = response.text().await.unwrap();
+    let committed = include_str!("../../../openapi.json");
+    assert!(
+        served == committed,
+        "the merge of the services' published documents differs from openapi.json"
+    );
+    // Those are also the bytes the gateway starts with (the compiled-in document), so check on
+    // its own that what the services publish reads back into that very merge, as the gateway
+    // reads it (the api test `learned_reference` shows the gateway serving what it read).
+    let mut read_back = Vec::new();
+    for url in published {
+        let bytes = system.client.get(url).send().await.unwrap().bytes().await;
+        read_back.push(serde_json::from_slice::<OpenApi>(&bytes.unwrap()).unwrap());
+    }
+    let merged = serde_json::to_string_pretty(&merge(read_back)).unwrap() + "\n";
+    assert!(
+        merged == committed,
+        "the services' documents do not read back"
+    );
+    let document: Value = serde_json::from_str(&served).unwrap();
     assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = document["paths"].as_object().unwrap();
     assert!(paths.contains_key("/v1/lingo/me/study-sessions"));
     assert!(paths.contains_key("/v1/news/articles/{article_id}/comments"));
+    let again = system
+        .client
+        .get(system.url("/openapi.json"))
+        .header("if-none-match", etag.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers()["etag"], etag);
 
     let page = system.client.get(system.url("/docs")).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::OK);
@@ -317,6 +367,34 @@ async fn the_gateway_serves_the_merged_document_and_the_docs_page() {
             response.bytes().await.unwrap().len() > 10_000,
             "{asset} is served from the binary"
         );
+    }
+}
+
+/// Waits until the gateway has read each group's document at least `reads` times (its metric).
+async fn wait_for_route_documents(system: &System, reads: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = system
+            .client
+            .get(system.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let ok = |group: &str| {
+            let line =
+                format!("gateway_route_documents_total{{group=\"{group}\",outcome=\"ok\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&line)?.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        if ok("lingo") >= reads && ok("news") >= reads {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

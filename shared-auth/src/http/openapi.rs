@@ -5,9 +5,13 @@ use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
-    ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, OpenApiBuilder, Ref, RefOr, Response, Type,
+    ContentBuilder, InfoBuilder, ObjectBuilder, OpenApiBuilder, Ref, RefOr, Response, Type,
 };
 use utoipa::{Modify, ToSchema};
+
+/// An OpenAPI document as [`merge`] takes it: the gateway reads the services' published JSON
+/// back into it (`serde_json::from_slice::<OpenApi>`) to serve their merged document.
+pub use utoipa::openapi::OpenApi;
 
 use crate::http::problem::FieldError;
 
@@ -57,7 +61,8 @@ impl Modify for BearerSecurity {
 }
 
 /// The gateway's document: both services' paths and components under one title, with the
-/// answers the gateway gives itself added to every operation.
+/// answers the gateway gives itself added to every operation. Documents that already went
+/// through it (parts of the merged document) come out unchanged: the answers are added once.
 pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     let mut merged = OpenApiBuilder::new()
         .info(
@@ -200,6 +205,7 @@ fn add_gateway_responses(document: &mut OpenApi) {
             }
             for (status, description, retry_after) in shared_answers {
                 match responses.get_mut(status) {
+                    Some(RefOr::T(response)) if response.description.contains(description) => {}
                     Some(RefOr::T(response)) => {
                         let service_part = response.description.trim_end_matches('.');
                         response.description = format!("{service_part}. {description}");
