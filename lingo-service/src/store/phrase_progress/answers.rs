@@ -1,0 +1,357 @@
+//! The write path of a session's answers: the phrases checked against the language, the states
+//! they touch brought up to date ([`update_states`]) and written in one statement.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::PgConnection;
+
+use super::late::{Checkpoint, SETTLED_DAYS, replay_late, write_checkpoints};
+use super::rows::{StateColumns, StateRow, schedule_error};
+use crate::domain::fsrs::{self, PhraseState, Review};
+use crate::domain::study_session::{AnswerInput, MAX_STUDIED_AT_AHEAD};
+use crate::domain::text::is_storable;
+use crate::error::{ErrorCode, Result};
+
+/// 422 `unknown_phrase` for the first answer whose phrase is not one of `language`. A session's
+/// states are read with the count of its known phrases ([`update_states`]), so this runs only
+/// when that count falls short (to name the answer), or when an id cannot be sent to PostgreSQL
+/// at all (it holds a NUL: no phrase has it, and the session's statement could not store it).
+pub async fn check_phrases(
+    tx: &mut PgConnection,
+    language: &str,
+    answers: &[AnswerInput],
+) -> Result<()> {
+    let ids: Vec<&str> = answers
+        .iter()
+        .map(|a| a.phrase_id.as_str())
+        .filter(|id| is_storable(id))
+        .collect();
+    let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+    let known: HashSet<String> = sqlx::query_scalar!(
+        "SELECT id FROM phrases WHERE id = ANY($1) AND language_code = $2",
+        &ids,
+        language,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
+    match answers.iter().position(|a| !known.contains(&a.phrase_id)) {
+        None => Ok(()),
+        Some(i) => {
+            let problem = shared_auth::Problem::from(ErrorCode::UnknownPhrase).with_field(
+                &format!("answers[{i}].phrase_id"),
+                format!("is not a phrase of language {language}"),
+            );
+            Err(problem.into())
+        }
+    }
+}
+
+/// A session's answers as the arrays of its review-log row, in the order the learner gave them
+/// (an answer's position is its index): written by the statement that inserts the session
+/// ([`crate::store::study_sessions::record`]).
+pub struct AnswerColumns {
+    pub phrase_ids: Vec<String>,
+    pub grades: Vec<i16>,
+}
+
+impl AnswerColumns {
+    pub fn of(answers: &[AnswerInput]) -> Self {
+        Self {
+            phrase_ids: answers.iter().map(|a| a.phrase_id.clone()).collect(),
+            grades: answers.iter().map(|a| a.grade().rating()).collect(),
+        }
+    }
+}
+
+/// Checks that the phrases of `answers` are phrases of `language` (422 `unknown_phrase`), then
+/// brings the states of the phrases that `answers` (a session at `studied_at` that arrived at
+/// `arrived_at`, already in the review log) touch up to date, and counts the phrases answered for
+/// the first time in `phrases_started` of the learner's totals. Runs in the session's transaction
+/// after the learner's row lock, so one learner's sessions apply one at a time.
+///
+/// A phrase whose stored state is older than `studied_at` is advanced from that state by this
+/// session's answers; one with a later (or equally timed) answer on record is recomputed from its
+/// answers in time order, so the order in which sessions arrive never changes a state. The
+/// recomputation starts at the phrase's newest checkpoint at or before `studied_at` (see
+/// [`Checkpoint`]), else at its first answer.
+pub async fn update_states(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    studied_at: DateTime<Utc>,
+    arrived_at: DateTime<Utc>,
+    answers: &[AnswerInput],
+) -> Result<()> {
+    if answers.is_empty() {
+        return Ok(());
+    }
+    let settled = arrived_at - TimeDelta::days(SETTLED_DAYS);
+    // A session may be timed up to this far ahead of its arrival (and of the database's clock).
+    let latest_cut = arrived_at - MAX_STUDIED_AT_AHEAD;
+    // This session's answers per phrase, in the order given.
+    let mut touched: BTreeMap<&str, Vec<Review>> = BTreeMap::new();
+    for answer in answers {
+        touched.entry(&answer.phrase_id).or_default().push(Review {
+            studied_at,
+            grade: answer.grade(),
+        });
+    }
+    let distinct: Vec<String> = touched.keys().map(|id| (*id).to_owned()).collect();
+    let stored = read_checked_states(tx, learner_id, language, &distinct, answers).await?;
+
+    let late: Vec<&StateRow> = stored
+        .values()
+        .filter(|stored| stored.last_reviewed_at >= studied_at)
+        .collect();
+    let mut replayed = replay_late(tx, learner_id, &late, studied_at, settled).await?;
+
+    let mut states = Vec::with_capacity(touched.len());
+    let mut checkpoints = Vec::new();
+    for (phrase_id, reviews) in touched {
+        let (state, checkpoint_at) = if let Some(replay) = replayed.remove(phrase_id) {
+            checkpoints.extend(replay.checkpoint);
+            (Some(replay.state), replay.checkpoint_at)
+        } else if let Some(stored) = stored.get(phrase_id) {
+            let before = stored.state()?;
+            let (checkpoint_at, checkpoint) =
+                Checkpoint::before_advance(stored, &before, settled, latest_cut);
+            checkpoints.extend(checkpoint);
+            let state = fsrs::replay(Some(before), reviews).map_err(schedule_error)?;
+            (state, checkpoint_at)
+        } else {
+            (fsrs::replay(None, reviews).map_err(schedule_error)?, None)
+        };
+        let state =
+            state.ok_or_else(|| anyhow::anyhow!("phrase {phrase_id} has no answers to fold"))?;
+        states.push((phrase_id.to_owned(), state, checkpoint_at));
+    }
+    write_states(tx, learner_id, language, &states, &stored).await?;
+    write_checkpoints(tx, learner_id, &checkpoints).await
+}
+
+/// The stored states of `phrase_ids` (distinct) of `learner_id`, once every one of them is known
+/// to be a phrase of `language` (else 422 `unknown_phrase` for the first such answer of
+/// `answers`). One statement, one round trip: each state row carries the number of those
+/// phrases that the catalogue has in `language` (an uncorrelated subquery, counted once), which
+/// must be all of them. Only when no state is stored yet (a learner's first answers to these
+/// phrases) does the count need a statement of its own ([`check_phrases`]).
+async fn read_checked_states(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    phrase_ids: &[String],
+    answers: &[AnswerInput],
+) -> Result<HashMap<String, StateRow>> {
+    let rows = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM phrases WHERE id = ANY($2) AND language_code = $3)
+             AS "known!",
+           phrase_id, stability, difficulty, due_at, reviews, correct, lapses,
+           first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at
+         FROM phrase_states WHERE learner_id = $1 AND phrase_id = ANY($2)"#,
+        learner_id,
+        phrase_ids,
+        language,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let all_known = rows
+        .first()
+        .is_some_and(|row| row.known == phrase_ids.len() as i64);
+    if !all_known {
+        check_phrases(tx, language, answers).await?;
+    }
+    let stored = rows
+        .into_iter()
+        .map(|row| {
+            let state = StateRow {
+                phrase_id: row.phrase_id,
+                stability: row.stability,
+                difficulty: row.difficulty,
+                due_at: row.due_at,
+                reviews: row.reviews,
+                correct: row.correct,
+                lapses: row.lapses,
+                first_reviewed_at: row.first_reviewed_at,
+                last_reviewed_at: row.last_reviewed_at,
+                last_grade: row.last_grade,
+                checkpoint_at: row.checkpoint_at,
+            };
+            (state.phrase_id.clone(), state)
+        })
+        .collect();
+    Ok(stored)
+}
+
+/// Writes `states` with their newest checkpoint's cut (those of `stored` phrases are updated,
+/// the others inserted, without checkpoints) and adds the new ones to the totals' count of
+/// phrases started: one statement. Under the learner's row lock no other transaction writes this
+/// learner's states, so the split is exact: a plain `UPDATE` and `INSERT` write less than an
+/// upsert (no conflict probe, no row lock record per row). A part with no rows is left out of
+/// the statement: an empty `INSERT` or `UPDATE` still runs its statement trigger (the due-day
+/// counts), and most sessions only update (a learner's phrases answered before) or only insert.
+async fn write_states(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    states: &[(String, PhraseState, Option<DateTime<Utc>>)],
+    stored: &HashMap<String, StateRow>,
+) -> Result<()> {
+    let (mut old, mut new) = (StateColumns::default(), StateColumns::default());
+    for (phrase_id, state, checkpoint_at) in states {
+        let columns = if stored.contains_key(phrase_id) {
+            &mut old
+        } else {
+            &mut new
+        };
+        columns.push(phrase_id, state, *checkpoint_at);
+    }
+    match (old.ids.is_empty(), new.ids.is_empty()) {
+        (false, true) => update_states_only(tx, learner_id, &old).await,
+        (true, false) => insert_states_only(tx, learner_id, language, &new).await,
+        _ => update_and_insert_states(tx, learner_id, language, &old, &new).await,
+    }
+}
+
+/// [`write_states`] when every state was stored before.
+async fn update_states_only(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    old: &StateColumns,
+) -> Result<()> {
+    sqlx::query!(
+        "UPDATE phrase_states AS s SET \
+           stability = u.stability, difficulty = u.difficulty, due_at = u.due_at, \
+           reviews = u.reviews, correct = u.correct, lapses = u.lapses, \
+           first_reviewed_at = u.first_reviewed_at, last_reviewed_at = u.last_reviewed_at, \
+           last_grade = u.last_grade, checkpoint_at = u.checkpoint_at, \
+           updated_at = clock_timestamp() \
+         FROM UNNEST($2::text[], $3::real[], $4::real[], $5::timestamptz[], $6::int[], \
+           $7::int[], $8::int[], $9::timestamptz[], $10::timestamptz[], $11::smallint[], \
+           $12::timestamptz[]) \
+           AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                 first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at) \
+         WHERE s.learner_id = $1 AND s.phrase_id = u.phrase_id",
+        learner_id,
+        &old.ids,
+        &old.stability,
+        &old.difficulty,
+        &old.due_at,
+        &old.reviews,
+        &old.correct,
+        &old.lapses,
+        &old.first,
+        &old.last,
+        &old.grade,
+        &old.checkpoint_at as &[Option<DateTime<Utc>>],
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// [`write_states`] when none was stored before.
+async fn insert_states_only(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    new: &StateColumns,
+) -> Result<()> {
+    sqlx::query!(
+        "WITH inserted AS ( \
+           INSERT INTO phrase_states \
+             (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+              correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
+           SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
+             first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
+           FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
+             $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[]) \
+             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                   first_reviewed_at, last_reviewed_at, last_grade)) \
+         UPDATE learner_language_totals SET phrases_started = phrases_started + $13 \
+         WHERE learner_id = $1 AND language_code = $2",
+        learner_id,
+        language,
+        &new.ids,
+        &new.stability,
+        &new.difficulty,
+        &new.due_at,
+        &new.reviews,
+        &new.correct,
+        &new.lapses,
+        &new.first,
+        &new.last,
+        &new.grade,
+        new.ids.len() as i64,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// [`write_states`] when some states were stored before and some are new.
+async fn update_and_insert_states(
+    tx: &mut PgConnection,
+    learner_id: &str,
+    language: &str,
+    old: &StateColumns,
+    new: &StateColumns,
+) -> Result<()> {
+    let started = new.ids.len() as i64;
+    sqlx::query!(
+        "WITH updated AS ( \
+           UPDATE phrase_states AS s SET \
+             stability = u.stability, difficulty = u.difficulty, due_at = u.due_at, \
+             reviews = u.reviews, correct = u.correct, lapses = u.lapses, \
+             first_reviewed_at = u.first_reviewed_at, last_reviewed_at = u.last_reviewed_at, \
+             last_grade = u.last_grade, checkpoint_at = u.checkpoint_at, \
+             updated_at = clock_timestamp() \
+           FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
+             $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[], \
+             $24::timestamptz[]) \
+             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                   first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at) \
+           WHERE s.learner_id = $1 AND s.phrase_id = u.phrase_id), \
+         inserted AS ( \
+           INSERT INTO phrase_states \
+             (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+              correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
+           SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
+             first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
+           FROM UNNEST($13::text[], $14::real[], $15::real[], $16::timestamptz[], $17::int[], \
+             $18::int[], $19::int[], $20::timestamptz[], $21::timestamptz[], $22::smallint[]) \
+             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
+                   first_reviewed_at, last_reviewed_at, last_grade)) \
+         UPDATE learner_language_totals SET phrases_started = phrases_started + $23 \
+         WHERE learner_id = $1 AND language_code = $2 AND $23::bigint > 0",
+        learner_id,
+        language,
+        &old.ids,
+        &old.stability,
+        &old.difficulty,
+        &old.due_at,
+        &old.reviews,
+        &old.correct,
+        &old.lapses,
+        &old.first,
+        &old.last,
+        &old.grade,
+        &new.ids,
+        &new.stability,
+        &new.difficulty,
+        &new.due_at,
+        &new.reviews,
+        &new.correct,
+        &new.lapses,
+        &new.first,
+        &new.last,
+        &new.grade,
+        started,
+        &old.checkpoint_at as &[Option<DateTime<Utc>>],
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
