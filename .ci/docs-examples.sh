@@ -122,6 +122,11 @@ for page in PAGES:
             result = subprocess.run(["bash", "-c", WRAPPER + "\n".join(lines)], capture_output=True, text=True,
                                     env=dict(os.environ, EXAMPLE_DIR=work), cwd=root, timeout=120)
             count = int(open(os.path.join(work, "n")).read())
+            # A block bash cannot parse (an unbalanced quote) runs nothing: that is a miss, not a
+            # pass; so is one that stops before its last curl.
+            if count < curls:
+                misses.append(f"{where}: {count} of its {curls} curls ran (bash exit {result.returncode}: "
+                              f"{result.stderr.strip()[:200]})")
             if count == 0:
                 continue
             ran += count

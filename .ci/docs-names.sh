@@ -84,10 +84,15 @@ for binary in BINARIES:
 
 # --- what else reads a variable: scripts, tests, params files, the Dockerfile ------------------------
 read_elsewhere = {}  # variable -> where
-sources = [p for p in glob.glob(os.path.join(root, "**", "*"), recursive=True)
-           if os.path.isfile(p) and "/target/" not in p and "/.local/" not in p
-           and (p.endswith((".sh", ".py", ".rs", ".env", ".yml", ".example")) or "/.ci/" in p
-                or os.path.basename(p) == "Dockerfile")]
+def files_under(top):
+    """Every file of the repository (hidden folders such as .ci/ included), without the build
+    output, git's own files and the local stack's data."""
+    for folder, subfolders, names in os.walk(top):
+        subfolders[:] = [d for d in subfolders if d not in ("target", ".git", ".local")]
+        yield from (os.path.join(folder, name) for name in names)
+sources = [p for p in files_under(root)
+           if p.endswith((".sh", ".py", ".rs", ".env", ".yml", ".example")) or "/.ci/" in p
+           or os.path.basename(p) == "Dockerfile"]
 for path in sources:
     rel = os.path.relpath(path, root)
     try:

@@ -89,12 +89,14 @@ start() { # start NAME PORT ENV... : the binary NAME serving on PORT, with only 
 }
 refusing=$(free_port) # nothing listens there
 second=$(free_port)
+while [ "$second" = "$refusing" ]; do second=$(free_port); done
 start gateway "$second" GATEWAY_LISTEN_ADDR="127.0.0.1:$second" \
   LINGO_UPSTREAMS="http://127.0.0.1:$refusing" NEWS_UPSTREAMS="http://127.0.0.1:$news"
 # Every replica refuses: 502, or 503 once the probe has marked it down; upstream_errors{kind="connect"}.
 to=$second expect '502|503' GET /v1/lingo/languages
 scrape gateway.failing "$second"
 second=$(free_port)
+while [ "$second" = "$refusing" ]; do second=$(free_port); done
 start news-service "$second" NEWS_LISTEN_ADDR="127.0.0.1:$second" NEWS_DATABASE_URL="$news_primary" \
   NEWS_DATABASE_READ_URL="postgres://news_app@127.0.0.1:$refusing/lingonews"
 to=$second expect 200 GET '/v1/news/articles?limit=1' # answered by the primary: db_read_fallback

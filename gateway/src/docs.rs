@@ -80,19 +80,22 @@ where
 async fn openapi_json(State(reference): State<Arc<ApiReference>>, request: HeaderMap) -> Response {
     let served = reference.served.load();
     let etag = (header::ETAG, served.etag.clone());
+    // The document changes when a service ships: a cache may keep it, but asks again each time
+    // (the `ETag` makes that a 304).
+    let revalidate = (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     let matches = request
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .any(|value| none_match(value, served.etag.to_str().unwrap_or_default()));
     if matches {
-        return (StatusCode::NOT_MODIFIED, [etag]).into_response();
+        return (StatusCode::NOT_MODIFIED, [etag, revalidate]).into_response();
     }
     let json = (
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    ([json, etag], served.body.clone()).into_response()
+    ([json, etag, revalidate], served.body.clone()).into_response()
 }
 
 fn asset(content_type: &'static str, bytes: &'static [u8]) -> Response {
@@ -219,7 +222,18 @@ fn union(documents: &[Vec<u8>]) -> Result<OpenApi, serde_json::Error> {
     for document in parsed {
         union.merge(document?);
     }
+    without_path_extensions(&mut union);
     Ok(union)
+}
+
+/// utoipa reads an `x-...` member of `paths` both as an extension and as a path (two flattened
+/// maps); the routes skip it (learn.rs), and so does the reference.
+fn without_path_extensions(document: &mut OpenApi) {
+    document
+        .paths
+        .paths
+        .retain(|path, _| !path.starts_with("x-"));
+    document.paths.extensions = None;
 }
 
 /// `group`'s paths of the compiled-in document, with the components they use (a learned part of
@@ -239,7 +253,27 @@ fn compiled_part(group: Group) -> serde_json::Result<OpenApi> {
             .responses
             .retain(|name, _| used("responses", name));
     }
+    // Tag names are unique in a document: the other group's tags come with its own part.
+    let tagged = tags_used(&serde_json::to_value(&document.paths)?);
+    if let Some(tags) = &mut document.tags {
+        tags.retain(|tag| tagged.contains(&tag.name));
+    }
     Ok(document)
+}
+
+/// The tags the operations of `paths` name.
+fn tags_used(paths: &Value) -> BTreeSet<String> {
+    let operations = paths
+        .as_object()
+        .into_iter()
+        .flat_map(|items| items.values());
+    operations
+        .filter_map(Value::as_object)
+        .flat_map(|item| item.values())
+        .filter_map(|operation| operation.get("tags")?.as_array())
+        .flatten()
+        .filter_map(|tag| Some(tag.as_str()?.to_owned()))
+        .collect()
 }
 
 /// The components `document`'s paths refer to, directly or through other components, each as
@@ -397,6 +431,36 @@ mod tests {
         ];
         reference.learned(Group::News, &both);
         assert_eq!(reference.served.load().body, good);
+    }
+
+    #[test]
+    fn a_paths_extension_is_no_path_of_the_reference() {
+        let reference = ApiReference::compiled().expect("compiled");
+        let mut news = committed_part(Group::News);
+        news["paths"]["x-generated-by"] = json!({"tool": "utoipa"});
+        reference.learned(Group::News, &[news.to_string().into_bytes()]);
+        let text = String::from_utf8(reference.served.load().body.to_vec()).expect("utf-8");
+        assert_eq!(text.matches("x-generated-by").count(), 0, "{text}");
+        assert!(served(&reference)["paths"]["/v1/news/articles"].is_object());
+    }
+
+    #[test]
+    fn each_compiled_part_keeps_only_its_own_tags() {
+        for group in [Group::Lingo, Group::News] {
+            let part = serde_json::to_value(compiled_part(group).expect("part")).expect("json");
+            let names: Vec<&str> = part["tags"]
+                .as_array()
+                .expect("tags")
+                .iter()
+                .filter_map(|tag| tag["name"].as_str())
+                .collect();
+            assert!(!names.is_empty());
+            let own = group.label();
+            assert!(
+                names.iter().all(|name| name.starts_with(own)),
+                "{own}: {names:?}"
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub trait FieldRules {
 }
 
 /// Whether `headers` declare a JSON body (`application/json` or `application/*+json`) in UTF-8:
-/// a `charset` parameter other than `utf-8` is not read as JSON (RFC 8259 8.1: JSON is UTF-8; a
+/// a `charset` parameter other than `utf-8` (or its subset `us-ascii`) is not read as JSON (RFC 8259 8.1: JSON is UTF-8; a
 /// body labelled Latin-1 would otherwise be read as UTF-8 and its accents misread or refused).
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
@@ -44,10 +44,13 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"));
     is_json_type
         && parts.all(|parameter| match parameter.split_once('=') {
-            Some((name, charset)) if name.trim().eq_ignore_ascii_case("charset") => charset
-                .trim()
-                .trim_matches('"')
-                .eq_ignore_ascii_case("utf-8"),
+            Some((name, charset)) if name.trim().eq_ignore_ascii_case("charset") => {
+                let charset = charset.trim().trim_matches('"');
+                // US-ASCII is a subset of UTF-8: such a body reads the same either way.
+                ["utf-8", "us-ascii"]
+                    .iter()
+                    .any(|utf8| charset.eq_ignore_ascii_case(utf8))
+            }
             _ => true,
         })
 }
@@ -966,6 +969,7 @@ mod tests {
         assert!(!is_json(&headers));
         for utf8 in [
             "application/json;charset=\"UTF-8\"",
+            "application/json; charset=us-ascii",
             "application/problem+json; v=1",
         ] {
             headers.insert(header::CONTENT_TYPE, utf8.parse().unwrap());
