@@ -11,7 +11,7 @@
 //! codes in `error.rs`, its documented problem responses in `problems.rs`; its tests in
 //! `tests/api/<resource>.rs`. `app.rs` assembles the service, `openapi.rs` the document.
 //!
-//! Embedding (tests of other crates): [`migrate`] as `lingo_owner`, optionally [`seed`] as
+//! Embedding (tests of other crates): [`migrate`] as `lingo_owner`, optionally [`seed()`] as
 //! `lingo_pipeline`, then [`Application::build`] with a [`ServeConfig`] for `lingo_app`.
 
 pub mod app;

@@ -1,5 +1,5 @@
 //! `Idempotency-Key` for creates (the contract's idempotency rules, see docs/): the records of
-//! [`shared_auth::idempotency`] (table `idempotency_keys` of this schema), in news's own
+//! [`shared_auth::pg::idempotency`] (table `idempotency_keys` of this schema), in news's own
 //! advisory-lock space. [`idempotent_create`] runs a create and stores its answer in one
 //! transaction, so a failed request stores nothing; [`cleanup_task`] sweeps expired records.
 

@@ -87,7 +87,7 @@ impl Problem {
         }
     }
 
-    /// Names one bad field: `detail` reads "<field> <message>" and `errors` holds the field.
+    /// Names one bad field: `detail` reads "`<field> <message>`" and `errors` holds the field.
     pub fn with_field(mut self, field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         self.detail = Some(format!("{field} {message}"));
