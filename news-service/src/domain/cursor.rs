@@ -342,7 +342,7 @@ pub struct CursorPageQuery {
 }
 
 /// A page of a list with offset and keyset paging (comments, organisations, journalists): the
-/// same fields as [`ArticlePage`](crate::domain::articles::ArticlePage).
+/// same fields as `ArticlePage`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CursorPage<T> {
     pub data: Vec<T>,
