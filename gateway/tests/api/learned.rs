@@ -32,7 +32,7 @@ fn news_with_related() -> String {
 const RELATED: &str = "/v1/news/articles/a-1/related";
 
 /// Polls `check` every 50 ms until it holds, failing after `within`; returns the time it took.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
+pub(crate) async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -47,7 +47,7 @@ where
     }
 }
 
-async fn status_with_token(gateway: &TestGateway, path: &str) -> u16 {
+pub(crate) async fn status_with_token(gateway: &TestGateway, path: &str) -> u16 {
     let response = gateway
         .client
         .get(gateway.url(path))

@@ -2,13 +2,12 @@
 //! (merged as the committed `openapi.json` is), the compiled-in part of a group not read yet.
 //! Real HTTP: stand-in replicas on port 0 whose documents the tests change.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use shared_auth::testing::token;
 
 use crate::helpers::{Document, TestGateway, Upstream, committed_document, config};
+use crate::learned::{eventually, status_with_token};
 
 const RELATED: &str = "/v1/news/articles/{article_id}/related";
 
@@ -26,18 +25,8 @@ fn news_with(path: &str) -> Value {
     document
 }
 
-/// Polls `check` every 50 ms until it holds, failing after 5 s (the refresh is every second).
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < Duration::from_secs(5), "{what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// How long a change may take to show (the refresh is every second).
+const WITHIN: Duration = Duration::from_secs(5);
 
 /// `GET /openapi.json`: the document and its `ETag`.
 async fn served(gateway: &TestGateway) -> (Value, String) {
@@ -55,22 +44,11 @@ async fn documents(gateway: &TestGateway, path: &str) -> bool {
     served(gateway).await.0["paths"].get(path).is_some()
 }
 
-async fn status_with_token(gateway: &TestGateway, path: &str) -> u16 {
-    let response = gateway
-        .client
-        .get(gateway.url(path))
-        .bearer_auth(token("ada"))
-        .send()
-        .await
-        .expect("answered");
-    response.status().as_u16()
-}
-
 /// Waits until `replica` has served its document twice more: the gateway has taken what it
 /// publishes now (the second read starts after the first was taken).
 async fn wait_for_two_reads(replica: &Upstream) {
     let seen = replica.documents_served();
-    eventually("two document reads", || async {
+    eventually(WITHIN, "two document reads", || async {
         replica.documents_served() >= seen + 2
     })
     .await;
@@ -122,7 +100,7 @@ async fn an_endpoint_a_service_ships_is_documented_within_the_refresh_and_gone_o
     let (_, first_etag) = served(&gateway).await;
 
     news.set_document(Document::Text(news_with(RELATED).to_string()));
-    eventually("the new endpoint documented", || {
+    eventually(WITHIN, "the new endpoint documented", || {
         documents(&gateway, RELATED)
     })
     .await;
@@ -158,7 +136,7 @@ async fn an_endpoint_a_service_ships_is_documented_within_the_refresh_and_gone_o
     assert_eq!(revalidated.headers()["etag"], etag.as_str());
 
     news.set_document(Document::Committed);
-    eventually("the endpoint removed", || async {
+    eventually(WITHIN, "the endpoint removed", || async {
         !documents(&gateway, RELATED).await
     })
     .await;
@@ -196,7 +174,7 @@ async fn replicas_that_disagree_are_documented_together_beside_the_other_groups_
     config.routes_refresh_secs = 1;
     let gateway = TestGateway::start(config).await;
 
-    eventually("both replicas' endpoints", || async {
+    eventually(WITHIN, "both replicas' endpoints", || async {
         documents(&gateway, RELATED).await && documents(&gateway, "/v1/news/only-old").await
     })
     .await;
@@ -206,7 +184,7 @@ async fn replicas_that_disagree_are_documented_together_beside_the_other_groups_
 
     // The new version everywhere: the old one's endpoint goes.
     old.set_document(Document::Text(news_with(RELATED).to_string()));
-    eventually("the old replica's endpoint gone", || async {
+    eventually(WITHIN, "the old replica's endpoint gone", || async {
         !documents(&gateway, "/v1/news/only-old").await
     })
     .await;
@@ -223,7 +201,7 @@ async fn a_document_that_is_no_full_openapi_leaves_the_last_good_part() {
     let mut config = config(&[&lingo], &[&news]);
     config.routes_refresh_secs = 1;
     let gateway = TestGateway::start(config).await;
-    eventually("the good document", || documents(&gateway, RELATED)).await;
+    eventually(WITHIN, "the good document", || documents(&gateway, RELATED)).await;
     let (good, good_etag) = served(&gateway).await;
 
     let minimal = json!({"openapi": "3.1.0", "paths": {
@@ -231,7 +209,7 @@ async fn a_document_that_is_no_full_openapi_leaves_the_last_good_part() {
         "/v1/news/minimal": {"get": {}}
     }});
     news.set_document(Document::Text(minimal.to_string()));
-    eventually("the minimal document routed", || async {
+    eventually(WITHIN, "the minimal document routed", || async {
         gateway.get("/v1/news/minimal").await.status() == 200
     })
     .await;
@@ -243,7 +221,7 @@ async fn a_document_that_is_no_full_openapi_leaves_the_last_good_part() {
     assert_eq!(served(&gateway).await, (good, good_etag));
 
     news.set_document(Document::Text(news_with("/v1/news/other").to_string()));
-    eventually("a good document again", || {
+    eventually(WITHIN, "a good document again", || {
         documents(&gateway, "/v1/news/other")
     })
     .await;
