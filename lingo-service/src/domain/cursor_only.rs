@@ -1,6 +1,6 @@
 //! The query of a list that pages by cursor only (`GET /me/phrases`, the analytics exports),
-//! read in two steps: each list checks its own filters between them, so a query with several
-//! faults is answered with the same one as before.
+//! read in two steps, its paging and its cursor: a list checks its own filters in between, so
+//! that of a query with several faults it always names the same one.
 
 use shared_auth::http::cursor;
 use shared_auth::{Paging, Problem};
