@@ -5,6 +5,7 @@
 
 pub mod catalogue;
 pub mod cursor;
+pub mod cursor_only;
 pub mod fsrs;
 pub mod level;
 pub mod phrase_progress;

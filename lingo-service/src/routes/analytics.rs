@@ -8,7 +8,6 @@ use std::result::Result as StdResult;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use shared_auth::http::cursor;
 use shared_auth::http::paging::next_cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
 use utoipa::{IntoParams, ToSchema};
@@ -16,6 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::domain::cursor::{Cursor, DifferentFilter};
+use crate::domain::cursor_only;
 use crate::domain::phrase_progress::{ExportCursor, PhraseProgressRow};
 use crate::domain::progress::LearnerProgress;
 use crate::error::{ErrorCode, Result};
@@ -143,21 +143,13 @@ impl ExportQuery {
         decode: fn(&str) -> Option<C>,
         continued_since: ContinuedSince<C>,
     ) -> Result<ExportRequest<C>> {
-        if self.offset.is_some() {
-            return Err(Problem::invalid_query(
-                "this list is paged by `cursor` only, not `offset`",
-            )
-            .into());
-        }
-        let paging = Paging::new(self.limit, None)?;
+        let paging = cursor_only::paging(self.limit, self.offset.is_some())?;
         let asked_since = self
             .updated_since
             .as_deref()
             .map(parse_timestamp)
             .transpose()?;
-        let cursor = cursor::given(self.cursor.as_deref())
-            .map(|text| decode(text).ok_or(ErrorCode::InvalidCursor))
-            .transpose()?;
+        let cursor = cursor_only::cursor(self.cursor.as_deref(), decode)?;
         let since = match &cursor {
             Some(cursor) => {
                 continued_since(cursor, asked_since).map_err(|_| ErrorCode::InvalidCursor)?

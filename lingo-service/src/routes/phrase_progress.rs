@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::domain::cursor_only;
 use crate::domain::phrase_progress::{MyPhrasesCursor, MyPhrasesFilter, PhraseProgress};
 use crate::error::{ErrorCode, Result};
 use crate::problems::{CursorPagingProblems, LimitProblems};
@@ -76,15 +77,8 @@ async fn my_phrases(
     State(db): State<Db>,
     Query(query): Query<MyPhrasesQuery>,
 ) -> Result<Json<MyPhrases>> {
-    if query.offset.is_some() {
-        return Err(
-            Problem::invalid_query("this list is paged by `cursor` only, not `offset`").into(),
-        );
-    }
-    let paging = Paging::new(query.limit, None)?;
-    let cursor = cursor::given(query.cursor.as_deref())
-        .map(|text| MyPhrasesCursor::decode(text).ok_or(ErrorCode::InvalidCursor))
-        .transpose()?;
+    let paging = cursor_only::paging(query.limit, query.offset.is_some())?;
+    let cursor = cursor_only::cursor(query.cursor.as_deref(), MyPhrasesCursor::decode)?;
     let filter = match &cursor {
         Some(cursor) => cursor
             .filter(query.language.as_deref(), query.due)

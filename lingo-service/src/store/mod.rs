@@ -1,8 +1,9 @@
 //! All SQL of the service, one module per aggregate, as plain async functions taking an
 //! executor. Static statements are `sqlx::query!`/`query_as!`/`query_scalar!`, checked at
 //! compile time against `migrations/` (offline data in `.sqlx/`, kept fresh by CI); dynamic
-//! lists use `QueryBuilder` in the same module. A constraint a statement can hit is mapped to its
-//! problem right there, with `crate::error::on_constraint`.
+//! lists use `QueryBuilder` in the same module, and statements built from shared parts (the
+//! states' write in `phrase_progress/answers.rs`) plain `sqlx::query`. A constraint a statement
+//! can hit is mapped to its problem right there, with `crate::error::on_constraint`.
 //!
 //! Functions return the resources of `domain/`; their row types stay private here.
 

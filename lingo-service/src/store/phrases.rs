@@ -10,7 +10,9 @@ use crate::domain::text::is_storable;
 use crate::error::Result;
 
 /// A phrase with the stats-cache columns of a `LEFT JOIN`; `has_stats` tells a missing cache
-/// row from one whose `accuracy` is null. The recommendations share it.
+/// row from one whose `accuracy` is null. The rows of the search, the recommendations and a
+/// learner's phrase pages hold the same columns (`query_as!` fills flat rows only) and are
+/// turned into a [`PhraseItem`] through this one.
 pub(crate) struct PhraseItemRow {
     pub id: String,
     pub text: String,

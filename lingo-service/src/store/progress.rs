@@ -185,25 +185,54 @@ fn export_statement<'a>(
     store::phrase_progress::push_due_of_totals_row(&mut sql, now);
     sql.push(
         " AS phrases_due, first_studied_at, last_studied_at, updated_at \
-         FROM learner_language_totals t WHERE updated_at < ",
+         FROM learner_language_totals t WHERE ",
     );
-    push_opaque(&mut sql, horizon);
+    let after = cursor.map(|cursor| ExportAfter {
+        updated_at: cursor.updated_at(),
+        learner_id: cursor.learner_id.clone(),
+        key: cursor.language_code.clone(),
+    });
+    push_export_range(&mut sql, "language_code", horizon, since, after, limit);
+    sql
+}
+
+/// The row an export page starts after: its `updated_at`, `learner_id` and the export's own key.
+pub(crate) struct ExportAfter {
+    pub updated_at: Option<DateTime<Utc>>,
+    pub learner_id: String,
+    pub key: String,
+}
+
+/// The end of an analytics export page's statement, after its `WHERE`: the rows changed before
+/// `horizon` (see [`export_horizon`]) and at or after `since`, in the order `(updated_at,
+/// learner_id, key)` from after the row `after`, `limit` rows. `key` names the column that makes
+/// a row unique among a learner's (the language, the phrase). Every value goes in through
+/// [`push_opaque`].
+pub(crate) fn push_export_range(
+    sql: &mut QueryBuilder<'_, Postgres>,
+    key: &str,
+    horizon: DateTime<Utc>,
+    since: Option<DateTime<Utc>>,
+    after: Option<ExportAfter>,
+    limit: i64,
+) {
+    sql.push("updated_at < ");
+    push_opaque(sql, horizon);
     if let Some(since) = since {
         sql.push(" AND updated_at >= ");
-        push_opaque(&mut sql, since);
+        push_opaque(sql, since);
     }
-    if let Some(cursor) = cursor {
-        sql.push(" AND (updated_at, learner_id, language_code) > (");
-        push_opaque(&mut sql, cursor.updated_at());
+    if let Some(after) = after {
+        sql.push(format!(" AND (updated_at, learner_id, {key}) > ("));
+        push_opaque(sql, after.updated_at);
         sql.push(", ");
-        push_opaque(&mut sql, cursor.learner_id.clone());
+        push_opaque(sql, after.learner_id);
         sql.push(", ");
-        push_opaque(&mut sql, cursor.language_code.clone());
+        push_opaque(sql, after.key);
         sql.push(")");
     }
-    sql.push(" ORDER BY updated_at, learner_id, language_code LIMIT ");
-    push_opaque(&mut sql, limit);
-    sql
+    sql.push(format!(" ORDER BY updated_at, learner_id, {key} LIMIT "));
+    push_opaque(sql, limit);
 }
 
 /// The plan (`EXPLAIN` text) of a first page of the export at `now`, for the test that asserts

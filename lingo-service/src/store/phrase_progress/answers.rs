@@ -2,9 +2,12 @@
 //! they touch brought up to date ([`update_states`]) and written in one statement.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::LazyLock;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres};
 
 use super::late::{Checkpoint, SETTLED_DAYS, replay_late, write_checkpoints};
 use super::rows::{StateColumns, StateRow, schedule_error};
@@ -208,150 +211,148 @@ async fn write_states(
         };
         columns.push(phrase_id, state, *checkpoint_at);
     }
-    match (old.ids.is_empty(), new.ids.is_empty()) {
-        (false, true) => update_states_only(tx, learner_id, &old).await,
-        (true, false) => insert_states_only(tx, learner_id, language, &new).await,
-        _ => update_and_insert_states(tx, learner_id, language, &old, &new).await,
-    }
+    let started = new.ids.len() as i64;
+    // Each statement's parameters, bound in the order it numbers them.
+    let statement = match (old.ids.is_empty(), new.ids.is_empty()) {
+        (true, true) => return Ok(()),
+        (false, true) => sqlx::query(&UPDATE_ONLY)
+            .bind(learner_id)
+            .bind_states(&old)
+            .bind(&old.checkpoint_at),
+        (true, false) => sqlx::query(&INSERT_ONLY)
+            .bind(learner_id)
+            .bind(language)
+            .bind_states(&new)
+            .bind(started),
+        (false, false) => sqlx::query(&UPDATE_AND_INSERT)
+            .bind(learner_id)
+            .bind(language)
+            .bind_states(&old)
+            .bind_states(&new)
+            .bind(started)
+            .bind(&old.checkpoint_at),
+    };
+    statement.execute(&mut *tx).await?;
+    Ok(())
 }
 
-/// [`write_states`] when every state was stored before.
-async fn update_states_only(
-    tx: &mut PgConnection,
-    learner_id: &str,
-    old: &StateColumns,
-) -> Result<()> {
-    sqlx::query!(
+// The three statements of `write_states`, built once from the same parts: `sqlx::query!` takes
+// literal text only, which would be three copies of each part. The learner is `$1` in all of
+// them, the language `$2` in the two that insert.
+
+/// Every state was stored before: `$2..=$11` the states, `$12` their checkpoints' cuts.
+static UPDATE_ONLY: LazyLock<String> = LazyLock::new(|| update_stored(2, 12));
+
+/// None was stored before: `$3..=$12` the states, `$13` how many.
+static INSERT_ONLY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH inserted AS ( {}) {}",
+        insert_new(3),
+        count_started(13)
+    )
+});
+
+/// Some were stored before and some are new: `$3..=$12` the stored states, `$13..=$22` the new
+/// ones, `$23` how many new, `$24` the stored states' checkpoints' cuts. (`$23 > 0` always holds
+/// here, as no states at all send no statement; it is kept so that the statement stays the one
+/// tested and measured.)
+static UPDATE_AND_INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH updated AS ( {}), inserted AS ( {}) {} AND $23::bigint > 0",
+        update_stored(3, 24),
+        insert_new(13),
+        count_started(23),
+    )
+});
+
+/// The `UPDATE` of stored states from the state arrays numbered from `$first` and the
+/// checkpoints' cuts at `$cuts`.
+fn update_stored(first: usize, cuts: usize) -> String {
+    format!(
         "UPDATE phrase_states AS s SET \
            stability = u.stability, difficulty = u.difficulty, due_at = u.due_at, \
            reviews = u.reviews, correct = u.correct, lapses = u.lapses, \
            first_reviewed_at = u.first_reviewed_at, last_reviewed_at = u.last_reviewed_at, \
            last_grade = u.last_grade, checkpoint_at = u.checkpoint_at, \
            updated_at = clock_timestamp() \
-         FROM UNNEST($2::text[], $3::real[], $4::real[], $5::timestamptz[], $6::int[], \
-           $7::int[], $8::int[], $9::timestamptz[], $10::timestamptz[], $11::smallint[], \
-           $12::timestamptz[]) \
-           AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-                 first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at) \
+         FROM {} \
          WHERE s.learner_id = $1 AND s.phrase_id = u.phrase_id",
-        learner_id,
-        &old.ids,
-        &old.stability,
-        &old.difficulty,
-        &old.due_at,
-        &old.reviews,
-        &old.correct,
-        &old.lapses,
-        &old.first,
-        &old.last,
-        &old.grade,
-        &old.checkpoint_at as &[Option<DateTime<Utc>>],
+        unnest_states(first, Some(cuts)),
     )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
 }
 
-/// [`write_states`] when none was stored before.
-async fn insert_states_only(
-    tx: &mut PgConnection,
-    learner_id: &str,
-    language: &str,
-    new: &StateColumns,
-) -> Result<()> {
-    sqlx::query!(
-        "WITH inserted AS ( \
-           INSERT INTO phrase_states \
-             (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
-              correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
-           SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
-             first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
-           FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
-             $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[]) \
-             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-                   first_reviewed_at, last_reviewed_at, last_grade)) \
-         UPDATE learner_language_totals SET phrases_started = phrases_started + $13 \
-         WHERE learner_id = $1 AND language_code = $2",
-        learner_id,
-        language,
-        &new.ids,
-        &new.stability,
-        &new.difficulty,
-        &new.due_at,
-        &new.reviews,
-        &new.correct,
-        &new.lapses,
-        &new.first,
-        &new.last,
-        &new.grade,
-        new.ids.len() as i64,
+/// The `INSERT` of new states from the state arrays numbered from `$first`.
+fn insert_new(first: usize) -> String {
+    format!(
+        "INSERT INTO phrase_states \
+           (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
+            correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
+         SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
+           first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
+         FROM {}",
+        unnest_states(first, None),
     )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
 }
 
-/// [`write_states`] when some states were stored before and some are new.
-async fn update_and_insert_states(
-    tx: &mut PgConnection,
-    learner_id: &str,
-    language: &str,
-    old: &StateColumns,
-    new: &StateColumns,
-) -> Result<()> {
-    let started = new.ids.len() as i64;
-    sqlx::query!(
-        "WITH updated AS ( \
-           UPDATE phrase_states AS s SET \
-             stability = u.stability, difficulty = u.difficulty, due_at = u.due_at, \
-             reviews = u.reviews, correct = u.correct, lapses = u.lapses, \
-             first_reviewed_at = u.first_reviewed_at, last_reviewed_at = u.last_reviewed_at, \
-             last_grade = u.last_grade, checkpoint_at = u.checkpoint_at, \
-             updated_at = clock_timestamp() \
-           FROM UNNEST($3::text[], $4::real[], $5::real[], $6::timestamptz[], $7::int[], \
-             $8::int[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::smallint[], \
-             $24::timestamptz[]) \
-             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-                   first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at) \
-           WHERE s.learner_id = $1 AND s.phrase_id = u.phrase_id), \
-         inserted AS ( \
-           INSERT INTO phrase_states \
-             (learner_id, phrase_id, language_code, stability, difficulty, due_at, reviews, \
-              correct, lapses, first_reviewed_at, last_reviewed_at, last_grade, updated_at) \
-           SELECT $1, phrase_id, $2, stability, difficulty, due_at, reviews, correct, lapses, \
-             first_reviewed_at, last_reviewed_at, last_grade, clock_timestamp() \
-           FROM UNNEST($13::text[], $14::real[], $15::real[], $16::timestamptz[], $17::int[], \
-             $18::int[], $19::int[], $20::timestamptz[], $21::timestamptz[], $22::smallint[]) \
-             AS u (phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-                   first_reviewed_at, last_reviewed_at, last_grade)) \
-         UPDATE learner_language_totals SET phrases_started = phrases_started + $23 \
-         WHERE learner_id = $1 AND language_code = $2 AND $23::bigint > 0",
-        learner_id,
-        language,
-        &old.ids,
-        &old.stability,
-        &old.difficulty,
-        &old.due_at,
-        &old.reviews,
-        &old.correct,
-        &old.lapses,
-        &old.first,
-        &old.last,
-        &old.grade,
-        &new.ids,
-        &new.stability,
-        &new.difficulty,
-        &new.due_at,
-        &new.reviews,
-        &new.correct,
-        &new.lapses,
-        &new.first,
-        &new.last,
-        &new.grade,
-        started,
-        &old.checkpoint_at as &[Option<DateTime<Utc>>],
+/// Adds `$started` to the phrases started of the learner's totals in the language.
+fn count_started(started: usize) -> String {
+    format!(
+        "UPDATE learner_language_totals SET phrases_started = phrases_started + ${started} \
+         WHERE learner_id = $1 AND language_code = $2"
     )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
+}
+
+/// The table `u` of the state arrays numbered from `$first`, and of the checkpoints' cuts at
+/// `$cuts` when given.
+fn unnest_states(first: usize, cuts: Option<usize>) -> String {
+    let mut arrays: Vec<String> = (first..)
+        .zip(STATE_ARRAYS)
+        .map(|(number, (_, array_type))| format!("${number}::{array_type}"))
+        .collect();
+    let mut columns: Vec<&str> = STATE_ARRAYS.map(|(column, _)| column).to_vec();
+    if let Some(number) = cuts {
+        arrays.push(format!("${number}::timestamptz[]"));
+        columns.push("checkpoint_at");
+    }
+    format!(
+        "UNNEST({}) AS u ({})",
+        arrays.join(", "),
+        columns.join(", ")
+    )
+}
+
+/// The columns of a state as `UNNEST` reads them, one array each: its name and the array's type,
+/// in the order [`BindStates::bind_states`] binds them.
+const STATE_ARRAYS: [(&str, &str); 10] = [
+    ("phrase_id", "text[]"),
+    ("stability", "real[]"),
+    ("difficulty", "real[]"),
+    ("due_at", "timestamptz[]"),
+    ("reviews", "int[]"),
+    ("correct", "int[]"),
+    ("lapses", "int[]"),
+    ("first_reviewed_at", "timestamptz[]"),
+    ("last_reviewed_at", "timestamptz[]"),
+    ("last_grade", "smallint[]"),
+];
+
+trait BindStates<'q> {
+    /// Binds the arrays of `states` in the order of [`STATE_ARRAYS`] (not the checkpoints'
+    /// cuts, which the statements number apart).
+    fn bind_states(self, states: &'q StateColumns) -> Self;
+}
+
+impl<'q> BindStates<'q> for Query<'q, Postgres, PgArguments> {
+    fn bind_states(self, states: &'q StateColumns) -> Self {
+        self.bind(&states.ids)
+            .bind(&states.stability)
+            .bind(&states.difficulty)
+            .bind(&states.due_at)
+            .bind(&states.reviews)
+            .bind(&states.correct)
+            .bind(&states.lapses)
+            .bind(&states.first)
+            .bind(&states.last)
+            .bind(&states.grade)
+    }
 }

@@ -110,38 +110,50 @@ pub(super) async fn replay_late(
         .collect();
     let mut logs = logs_from(tx, learner_id, &from).await?;
 
-    let mut replayed = HashMap::with_capacity(late.len());
-    for stored in late {
-        let id = &stored.phrase_id;
-        let (start_cut, start) = starts.remove(id).unzip();
-        let log = logs.remove(id).unwrap_or_default();
-        let (state, at_settled) =
-            fsrs::replay_with_cut(start, log, settled).map_err(schedule_error)?;
-        let state = state.ok_or_else(|| anyhow::anyhow!("phrase {id} has no answers to fold"))?;
-        // A checkpoint at the settled line, when the replay started before it and had answers
-        // before it.
-        let add = at_settled
-            .filter(|_| start_cut.is_none_or(|cut| cut <= settled))
-            .map(|state| (settled, state));
-        let checkpoint_at = start_cut.max(add.map(|(cut, _)| cut));
-        let checkpoint = Checkpoint {
-            phrase_id: id.clone(),
-            drop_before: add.map(|(cut, _)| cut),
-            drop_after: Some(studied_at),
-            add,
-        };
-        let checkpoint =
-            (stored.checkpoint_at.is_some() || checkpoint.add.is_some()).then_some(checkpoint);
-        replayed.insert(
-            id.clone(),
-            Replayed {
-                state,
-                checkpoint_at,
-                checkpoint,
-            },
-        );
-    }
-    Ok(replayed)
+    late.iter()
+        .map(|stored| {
+            let id = &stored.phrase_id;
+            let start = starts.remove(id);
+            let log = logs.remove(id).unwrap_or_default();
+            let replayed = replay_one(stored, start, log, studied_at, settled)?;
+            Ok((id.clone(), replayed))
+        })
+        .collect()
+}
+
+/// Recomputes the late phrase `stored` from `start` (its newest checkpoint at or before
+/// `studied_at`: its cut and state), else from nothing, through `log` (its answers from there
+/// on, in time order), and gives its checkpoints' change.
+fn replay_one(
+    stored: &StateRow,
+    start: Option<(DateTime<Utc>, PhraseState)>,
+    log: Vec<Review>,
+    studied_at: DateTime<Utc>,
+    settled: DateTime<Utc>,
+) -> Result<Replayed> {
+    let id = &stored.phrase_id;
+    let (start_cut, start) = start.unzip();
+    let (state, at_settled) = fsrs::replay_with_cut(start, log, settled).map_err(schedule_error)?;
+    let state = state.ok_or_else(|| anyhow::anyhow!("phrase {id} has no answers to fold"))?;
+    // A checkpoint at the settled line, when the replay started before it and had answers
+    // before it.
+    let add = at_settled
+        .filter(|_| start_cut.is_none_or(|cut| cut <= settled))
+        .map(|state| (settled, state));
+    let checkpoint_at = start_cut.max(add.map(|(cut, _)| cut));
+    let checkpoint = Checkpoint {
+        phrase_id: id.clone(),
+        drop_before: add.map(|(cut, _)| cut),
+        drop_after: Some(studied_at),
+        add,
+    };
+    let checkpoint =
+        (stored.checkpoint_at.is_some() || checkpoint.add.is_some()).then_some(checkpoint);
+    Ok(Replayed {
+        state,
+        checkpoint_at,
+        checkpoint,
+    })
 }
 
 /// The newest checkpoint cut at or before `at` of each of `phrase_ids`: its cut and state.

@@ -7,10 +7,11 @@ use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 
 use super::due::{day_start, due_by_language_statement, due_total_statement, push_due_total};
 use super::rows::StateRow;
-use crate::domain::catalogue::{PhraseItem, PhraseStats};
+use crate::domain::catalogue::PhraseItem;
 use crate::domain::phrase_progress::{MyPhrasesCursor, MyPhrasesFilter, PhraseProgress};
 use crate::domain::text::is_storable;
 use crate::error::Result;
+use crate::store::phrases::PhraseItemRow;
 
 /// A state joined with its phrase (and the phrase's stats-cache row, like the catalogue list).
 #[derive(FromRow)]
@@ -32,18 +33,16 @@ struct ProgressRow {
 impl ProgressRow {
     fn progress(self, now: DateTime<Utc>) -> Result<PhraseProgress> {
         let state = self.state.state()?;
-        let stats = self.has_stats.then(|| PhraseStats {
-            view_count: self.view_count.unwrap_or(0),
-            learner_count: self.learner_count.unwrap_or(0),
-            accuracy: self.accuracy,
-        });
-        let phrase = PhraseItem {
+        let phrase = PhraseItem::from(PhraseItemRow {
             id: self.state.phrase_id,
             text: self.text,
             language_code: self.language_code,
             translation_count: self.translation_count,
-            stats,
-        };
+            view_count: self.view_count,
+            learner_count: self.learner_count,
+            accuracy: self.accuracy,
+            has_stats: self.has_stats,
+        });
         Ok(PhraseProgress::new(phrase, &state, now))
     }
 }
