@@ -326,6 +326,13 @@ pub struct CursorPageQuery {
     pub cursor: Option<String>,
 }
 
+impl CursorPageQuery {
+    /// The query's paging of list `kind`, checked as [`KeysetPaging::parse`] does.
+    pub fn keyset_paging<P: Position>(&self, kind: ListKind) -> Result<KeysetPaging<P>, Problem> {
+        KeysetPaging::parse(kind, self.limit, self.offset, self.cursor.as_deref())
+    }
+}
+
 /// A page of a list with offset and keyset paging (comments, organisations, journalists): the
 /// same fields as `ArticlePage`.
 #[derive(Debug, Serialize, ToSchema)]
