@@ -104,6 +104,7 @@ impl Cursor {
     }
 }
 
+/// A cursor given with filters other than its own continues another list.
 impl From<cursor::OtherFilter> for CursorError {
     fn from(_: cursor::OtherFilter) -> Self {
         CursorError::OtherList
