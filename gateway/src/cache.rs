@@ -738,16 +738,12 @@ async fn read_whole(mut body: Body, limit: u64, fills: &FillBudget) -> Read {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::header_map;
 
     fn answer(status: u16, pairs: &[(&str, &str)]) -> Response {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::from_u16(status).expect("status");
-        for (name, value) in pairs {
-            response.headers_mut().append(
-                HeaderName::from_bytes(name.as_bytes()).expect("name"),
-                HeaderValue::from_str(value).expect("value"),
-            );
-        }
+        *response.headers_mut() = header_map(pairs);
         response
     }
 
@@ -846,13 +842,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::ETAG, HeaderValue::from_static("\"tag\""));
         headers.insert(header::AGE, HeaderValue::from_static("3"));
-        let mut request_headers = HeaderMap::new();
-        for (name, value) in request {
-            request_headers.append(
-                HeaderName::from_bytes(name.as_bytes()).expect("name"),
-                HeaderValue::from_str(value).expect("value"),
-            );
-        }
+        let request_headers = header_map(request);
         let storable = Storable {
             fresh_for: Duration::from_secs(30),
             age: 3,
@@ -876,20 +866,10 @@ mod tests {
             &["accept-language", "authorization"],
             &[("accept-language", "de")],
         );
-        let request = |pairs: &[(&str, &str)]| {
-            let mut headers = HeaderMap::new();
-            for (name, value) in pairs {
-                headers.append(
-                    HeaderName::from_bytes(name.as_bytes()).expect("name"),
-                    HeaderValue::from_str(value).expect("value"),
-                );
-            }
-            headers
-        };
-        assert!(answer.chosen_by_same(&request(&[("accept-language", "de"), ("x", "y")])));
-        assert!(!answer.chosen_by_same(&request(&[("accept-language", "fr")])));
-        assert!(!answer.chosen_by_same(&request(&[])));
-        assert!(!answer.chosen_by_same(&request(&[
+        assert!(answer.chosen_by_same(&header_map(&[("accept-language", "de"), ("x", "y")])));
+        assert!(!answer.chosen_by_same(&header_map(&[("accept-language", "fr")])));
+        assert!(!answer.chosen_by_same(&header_map(&[])));
+        assert!(!answer.chosen_by_same(&header_map(&[
             ("accept-language", "de"),
             ("authorization", "Bearer x")
         ])));

@@ -7,6 +7,14 @@ use std::time::Duration;
 use reqwest::Url;
 use shared_auth::AuthConfig;
 
+/// The entries of a comma-separated variable, trimmed; empty ones are skipped, so an empty
+/// variable (or a trailing comma) is no entry.
+fn comma_entries(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+}
+
 /// A comma-separated list of upstream base URLs (`http://127.0.0.1:8081,http://127.0.0.1:8082`).
 /// Empty entries are ignored, so an empty variable means "no replica configured".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,9 +24,7 @@ impl FromStr for UpstreamUrls {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        text.split(',')
-            .map(str::trim)
-            .filter(|entry| !entry.is_empty())
+        comma_entries(text)
             .map(parse_base_url)
             .collect::<Result<Vec<_>, _>>()
             .map(UpstreamUrls)
@@ -45,13 +51,7 @@ impl FromStr for CommaList {
     type Err = std::convert::Infallible;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Ok(CommaList(
-            text.split(',')
-                .map(str::trim)
-                .filter(|entry| !entry.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        ))
+        Ok(CommaList(comma_entries(text).map(str::to_owned).collect()))
     }
 }
 
@@ -64,9 +64,7 @@ impl FromStr for CidrList {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        text.split(',')
-            .map(str::trim)
-            .filter(|entry| !entry.is_empty())
+        comma_entries(text)
             .map(|entry| {
                 entry
                     .parse::<ipnet::IpNet>()

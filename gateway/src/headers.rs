@@ -159,20 +159,22 @@ fn ipv4_header(octets: [u8; 4]) -> HeaderValue {
     HeaderValue::from_bytes(&buffer[..len]).unwrap_or(HeaderValue::from_static("0.0.0.0"))
 }
 
+/// For tests: the header map of `(name, value)` pairs, in order, a repeated name appended.
+#[cfg(test)]
+pub(crate) fn header_map(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, value) in pairs {
+        headers.append(
+            HeaderName::from_bytes(name.as_bytes()).expect("name"),
+            HeaderValue::from_str(value).expect("value"),
+        );
+    }
+    headers
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(
-                HeaderName::from_bytes(name.as_bytes()).expect("name"),
-                HeaderValue::from_str(value).expect("value"),
-            );
-        }
-        headers
-    }
 
     #[test]
     fn a_trusted_proxys_scheme_is_read_in_any_case_and_from_the_front_of_a_list() {
@@ -213,7 +215,7 @@ mod tests {
 
     #[test]
     fn hop_by_hop_headers_and_the_ones_connection_names_are_dropped() {
-        let incoming = map(&[
+        let incoming = header_map(&[
             ("connection", "keep-alive, X-Secret-Hop"),
             ("keep-alive", "timeout=5"),
             ("te", "trailers"),
@@ -234,7 +236,7 @@ mod tests {
 
     #[test]
     fn forwarding_headers_are_the_gateways_own() {
-        let incoming = map(&[
+        let incoming = header_map(&[
             ("host", "api.example"),
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-proto", "https"),

@@ -9,16 +9,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use shared_auth::Problem;
-use shared_auth::http::metrics::method_label;
+use shared_auth::http::metrics::{HistogramFamily, encode, method_label, openmetrics_answer};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -49,12 +47,10 @@ struct CacheLabels {
     result: &'static str,
 }
 
-type HistogramFamily = Family<GroupLabels, Histogram, fn() -> Histogram>;
-
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    latency: HistogramFamily,
+    latency: HistogramFamily<GroupLabels>,
     upstream_errors: Family<UpstreamErrorLabels, Counter>,
     in_flight: Gauge,
     /// The two token-cache counters, resolved once (no label lookup per request).
@@ -94,7 +90,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gateway");
         let requests = Family::<RequestLabels, Counter>::default();
-        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let latency: HistogramFamily<GroupLabels> = Family::new_with_constructor(latency_histogram);
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let in_flight = Gauge::default();
         let token_cache = Family::<CacheLabels, Counter>::default();
@@ -237,9 +233,7 @@ impl Metrics {
     }
 
     pub fn render(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        encode(&self.registry)
     }
 }
 
@@ -348,22 +342,7 @@ where
 
 /// `GET /metrics`.
 pub async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
-    match metrics.render() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-            )],
-            text,
-        )
-            .into_response(),
-        Err(error) => {
-            tracing::error!(%error, "cannot render metrics");
-            Problem::internal().into_response()
-        }
-    }
+    openmetrics_answer(metrics.render())
 }
 
 #[cfg(test)]

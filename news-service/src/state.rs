@@ -49,7 +49,8 @@ impl SearchSlots {
     }
 }
 
-#[derive(Clone)]
+/// Every field is its own `State<_>`: the derive writes a `FromRef` for each field's type.
+#[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: Db,
     pub verifier: Arc<Verifier>,
@@ -57,34 +58,4 @@ pub struct AppState {
     pub search_slots: SearchSlots,
     /// Searches' queries as each text search configuration reads them (bounded).
     pub query_parses: Arc<QueryParses>,
-}
-
-impl FromRef<AppState> for Arc<QueryParses> {
-    fn from_ref(state: &AppState) -> Self {
-        state.query_parses.clone()
-    }
-}
-
-impl FromRef<AppState> for SearchSlots {
-    fn from_ref(state: &AppState) -> Self {
-        state.search_slots.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Verifier> {
-    fn from_ref(state: &AppState) -> Self {
-        state.verifier.clone()
-    }
-}
-
-impl FromRef<AppState> for Db {
-    fn from_ref(state: &AppState) -> Self {
-        state.db.clone()
-    }
-}
-
-impl FromRef<AppState> for ApiDocument {
-    fn from_ref(state: &AppState) -> Self {
-        state.document.clone()
-    }
 }

@@ -199,10 +199,7 @@ impl ListCursor {
 /// The filters of a list: those given with a cursor must equal the cursor's own, and those left
 /// out are taken from it (a cursor continues its list as it was asked for).
 pub fn same_filter(given: Option<&str>, own: Option<&str>) -> Result<Option<String>, Problem> {
-    match given {
-        Some(given) if own != Some(given) => Err(other_list()),
-        _ => Ok(own.map(str::to_owned)),
-    }
+    cursor::continued_filter(given, own).map_err(|cursor::OtherFilter| other_list())
 }
 
 /// 400 `invalid_cursor` for a cursor of another list, or of this list with other filters.
@@ -226,13 +223,7 @@ impl ListPaging {
         offset: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
-        let cursor = cursor::given(cursor);
-        if offset.is_some() && cursor.is_some() {
-            return Err(Problem::invalid_query(
-                "give either offset or cursor, not both",
-            ));
-        }
-        let paging = Paging::new(limit, offset)?;
+        let (paging, cursor) = cursor::paging_and_cursor(limit, offset, cursor)?;
         let cursor = cursor
             .map(|text| ListCursor::decode(text).ok_or(ErrorCode::InvalidCursor))
             .transpose()?;

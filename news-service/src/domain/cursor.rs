@@ -94,16 +94,20 @@ impl Cursor {
         organization_id: Option<&str>,
         journalist_id: Option<&str>,
     ) -> Result<(Option<String>, Option<String>), CursorError> {
-        let same = |given: Option<&str>, own: &Option<String>| {
-            given.is_none_or(|given| own.as_deref() == Some(given))
-        };
-        if self.kind != kind
-            || !same(organization_id, &self.organization_id)
-            || !same(journalist_id, &self.journalist_id)
-        {
+        if self.kind != kind {
             return Err(CursorError::OtherList);
         }
-        Ok((self.organization_id.clone(), self.journalist_id.clone()))
+        Ok((
+            cursor::continued_filter(organization_id, self.organization_id.as_deref())?,
+            cursor::continued_filter(journalist_id, self.journalist_id.as_deref())?,
+        ))
+    }
+}
+
+/// A cursor given with filters other than its own continues another list.
+impl From<cursor::OtherFilter> for CursorError {
+    fn from(_: cursor::OtherFilter) -> Self {
+        CursorError::OtherList
     }
 }
 
@@ -125,26 +129,10 @@ impl ListPaging {
         offset: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
-        let (paging, cursor) = paging_and_cursor(limit, offset, cursor)?;
+        let (paging, cursor) = cursor::paging_and_cursor(limit, offset, cursor)?;
         let cursor = cursor.map(Cursor::decode).transpose()?;
         Ok(Self { paging, cursor })
     }
-}
-
-/// The checked `limit` and `offset`, and the cursor text to decode: `offset` and a non-empty
-/// `cursor` exclude each other (400 `invalid_query`); an empty `cursor=` is none.
-fn paging_and_cursor(
-    limit: Option<i64>,
-    offset: Option<i64>,
-    cursor: Option<&str>,
-) -> Result<(Paging, Option<&str>), Problem> {
-    let cursor = cursor::given(cursor);
-    if offset.is_some() && cursor.is_some() {
-        return Err(Problem::invalid_query(
-            "give either offset or cursor, not both",
-        ));
-    }
-    Ok((Paging::new(limit, offset)?, cursor))
 }
 
 /// The keys a list's cursor carries besides `k`, and what a forged one may not hold.
@@ -195,7 +183,7 @@ impl<P: Position> KeysetPaging<P> {
         offset: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
-        let (paging, cursor) = paging_and_cursor(limit, offset, cursor)?;
+        let (paging, cursor) = cursor::paging_and_cursor(limit, offset, cursor)?;
         let after = cursor.map(|text| decode_position(text, kind)).transpose()?;
         Ok(Self { paging, after })
     }
@@ -314,12 +302,10 @@ impl NameCursor {
     /// Checks the request's organisation filter against the cursor's, as the article list does:
     /// one given must equal the cursor's; one left out is taken from the cursor.
     pub fn resolve_organization(&self, given: Option<&str>) -> Result<Option<String>, CursorError> {
-        match given {
-            Some(given) if self.organization_id.as_deref() != Some(given) => {
-                Err(CursorError::OtherList)
-            }
-            _ => Ok(self.organization_id.clone()),
-        }
+        Ok(cursor::continued_filter(
+            given,
+            self.organization_id.as_deref(),
+        )?)
     }
 }
 
@@ -339,6 +325,13 @@ pub struct CursorPageQuery {
     /// to its end); not together with `offset`. A cursor of another list is 400
     /// `invalid_cursor`. An empty `cursor=` is the same as none.
     pub cursor: Option<String>,
+}
+
+impl CursorPageQuery {
+    /// The query's paging of list `kind`, checked as [`KeysetPaging::parse`] does.
+    pub fn keyset_paging<P: Position>(&self, kind: ListKind) -> Result<KeysetPaging<P>, Problem> {
+        KeysetPaging::parse(kind, self.limit, self.offset, self.cursor.as_deref())
+    }
 }
 
 /// A page of a list with offset and keyset paging (comments, organisations, journalists): the

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::domain::comments::{Comment, placement, validate_text};
-use crate::domain::cursor::{CursorPage, CursorPageQuery, KeysetPaging, ListKind, ThreadCursor};
+use crate::domain::cursor::{CursorPage, CursorPageQuery, ListKind, ThreadCursor};
 use crate::domain::ids::can_exist;
 use crate::error::{Error, ErrorCode, Result};
 use crate::idempotency::{self, Created, IdempotencyKeyHeader, idempotent_create};
@@ -104,12 +104,7 @@ async fn list_comments(
     PathId(article_id): PathId,
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Response> {
-    let paging = KeysetPaging::<ThreadCursor>::parse(
-        ListKind::Comments,
-        query.limit,
-        query.offset,
-        query.cursor.as_deref(),
-    )?;
+    let paging = query.keyset_paging::<ThreadCursor>(ListKind::Comments)?;
     if let Some(cursor) = &paging.after {
         cursor.check_article(&article_id).map_err(Problem::from)?;
     }

@@ -114,7 +114,7 @@ async fn list_organizations(
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Response> {
     let kind = ListKind::Organizations;
-    let paging = KeysetPaging::parse(kind, query.limit, query.offset, query.cursor.as_deref())?;
+    let paging = query.keyset_paging(kind)?;
     list_page(
         &db,
         caller,

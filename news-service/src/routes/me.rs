@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::domain::articles::ArticlePage;
-use crate::domain::cursor::{BookmarkCursor, CursorPageQuery, KeysetPaging, ListKind, ListPaging};
+use crate::domain::cursor::{BookmarkCursor, CursorPageQuery, ListKind, ListPaging};
 use crate::domain::directory::{Journalist, Organization};
 use crate::error::Result;
 use crate::problems::{FeedProblems, PrivatePageProblems, PrivateProblems};
@@ -58,12 +58,7 @@ async fn my_bookmarks(
     headers: HeaderMap,
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Response> {
-    let paging = KeysetPaging::<BookmarkCursor>::parse(
-        ListKind::Bookmarks,
-        query.limit,
-        query.offset,
-        query.cursor.as_deref(),
-    )?;
+    let paging = query.keyset_paging::<BookmarkCursor>(ListKind::Bookmarks)?;
     let page = articles::bookmarked_by(&db.primary, &caller.sub, &paging).await?;
     Ok(json_read(&headers, true, &page))
 }

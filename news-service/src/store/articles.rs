@@ -3,8 +3,8 @@
 //! columns are one piece of SQL for all of them, so every article answer counts the same way.
 
 use chrono::{DateTime, Utc};
+use shared_auth::Paging;
 use shared_auth::pg::push_opaque;
-use shared_auth::{Page, Paging};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
@@ -240,9 +240,7 @@ pub async fn page(
     } else {
         list_query("", &spec).build_query_as().fetch_all(db).await?
     };
-    let limit = paging.paging.limit as usize;
-    let next_cursor = (rows.len() > limit).then(|| {
-        let last = &rows[limit - 1];
+    let page = CursorPage::from_rows(rows, paging.paging, paging.cursor.is_some(), |last| {
         Cursor {
             kind,
             published_at_micros: last.published_at.timestamp_micros(),
@@ -251,20 +249,9 @@ pub async fn page(
             journalist_id: spec.journalist_id.clone(),
         }
         .encode()
-    });
-    let mut page = Page::from_rows(rows, paging.paging).map(ArticleItem::from);
-    if paging.cursor.is_some() {
-        // A cursor page has no absolute position: continue with `next_cursor`.
-        page.next_offset = None;
-    }
-    Ok(ArticlePage {
-        data: page.data,
-        count: page.count,
-        limit: page.limit,
-        offset: page.offset,
-        next_offset: page.next_offset,
-        next_cursor,
     })
+    .map(ArticleItem::from);
+    Ok(page.into())
 }
 
 /// One article with its body, as `viewer` sees it; `None` when there is no such article.

@@ -8,6 +8,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::http::paging::Paging;
+use crate::http::problem::Problem;
+
 /// The earliest `timestamptz` PostgreSQL can hold (4714-11-24 BC 00:00 UTC) in Unix
 /// microseconds; chrono's latest time is earlier than PostgreSQL's latest, so only this end
 /// needs a check.
@@ -39,6 +42,41 @@ pub fn timestamp(micros: i64) -> Option<DateTime<Utc>> {
 /// passes the previous page's `next_cursor` through a form or a URL template).
 pub fn given(cursor: Option<&str>) -> Option<&str> {
     cursor.filter(|text| !text.is_empty())
+}
+
+/// The checked `limit` and `offset` of a list that pages by offset or by cursor, and the cursor
+/// text to decode: `offset` and a non-empty `cursor` exclude each other (400 `invalid_query`),
+/// and an empty `cursor=` is none ([`given`]).
+pub fn paging_and_cursor(
+    limit: Option<i64>,
+    offset: Option<i64>,
+    cursor: Option<&str>,
+) -> Result<(Paging, Option<&str>), Problem> {
+    let cursor = given(cursor);
+    if offset.is_some() && cursor.is_some() {
+        return Err(Problem::invalid_query(
+            "give either offset or cursor, not both",
+        ));
+    }
+    Ok((Paging::new(limit, offset)?, cursor))
+}
+
+/// A filter given with a cursor that is not the filter of the cursor's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherFilter;
+
+/// The filter a cursor continues its list with: one given with the request must equal the
+/// cursor's own, and one left out is taken from the cursor (a cursor continues its list as it
+/// was asked for). [`OtherFilter`] when they differ; each service answers it as its
+/// `invalid_cursor`.
+pub fn continued_filter(
+    given: Option<&str>,
+    own: Option<&str>,
+) -> Result<Option<String>, OtherFilter> {
+    match given {
+        Some(given) if own != Some(given) => Err(OtherFilter),
+        _ => Ok(own.map(str::to_owned)),
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +112,29 @@ mod tests {
         assert_eq!(given(Some("")), None);
         assert_eq!(given(Some("abc")), Some("abc"));
         assert_eq!(given(None), None);
+    }
+
+    #[test]
+    fn offset_and_a_cursor_exclude_each_other() {
+        let code = |offset, cursor| paging_and_cursor(None, offset, cursor).map_err(|p| p.code);
+        assert_eq!(code(Some(0), Some("abc")), Err("invalid_query".into()));
+        assert_eq!(
+            code(Some(40), Some("")).map(|(p, c)| (p.offset, c)),
+            Ok((40, None))
+        );
+        assert_eq!(code(None, Some("abc")).map(|(_, c)| c), Ok(Some("abc")));
+        assert!(paging_and_cursor(Some(0), None, None).is_err());
+    }
+
+    #[test]
+    fn a_filter_given_with_a_cursor_must_be_the_cursors() {
+        assert_eq!(continued_filter(None, Some("es")), Ok(Some("es".into())));
+        assert_eq!(
+            continued_filter(Some("es"), Some("es")),
+            Ok(Some("es".into()))
+        );
+        assert_eq!(continued_filter(None, None), Ok(None));
+        assert_eq!(continued_filter(Some("de"), Some("es")), Err(OtherFilter));
+        assert_eq!(continued_filter(Some("es"), None), Err(OtherFilter));
     }
 }

@@ -98,9 +98,36 @@ impl HttpMetrics {
         for source in &self.sampled {
             source.refresh();
         }
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        encode(&self.registry)
+    }
+}
+
+/// The metrics of `registry` in the OpenMetrics text format.
+pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry)?;
+    Ok(text)
+}
+
+/// The answer to `GET /metrics` (the gateway's and the services'): the `rendered` metrics as
+/// OpenMetrics text, or a 500 problem when they could not be written (the cause is logged, not
+/// shown).
+pub fn openmetrics_answer(rendered: Result<String, std::fmt::Error>) -> Response {
+    match rendered {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "rendering metrics failed");
+            Problem::internal().into_response()
+        }
     }
 }
 
@@ -171,22 +198,7 @@ pub async fn track(
 
 /// `GET /metrics`.
 pub async fn handler(State(metrics): State<Arc<HttpMetrics>>) -> Response {
-    match metrics.render() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-            )],
-            text,
-        )
-            .into_response(),
-        Err(error) => {
-            tracing::error!(%error, "rendering metrics failed");
-            Problem::internal().into_response()
-        }
-    }
+    openmetrics_answer(metrics.render())
 }
 
 /// Mounts `GET /metrics` and the request counter on a service's router (call it after the routes

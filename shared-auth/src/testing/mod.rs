@@ -330,9 +330,10 @@ fn start_cluster() -> String {
     )
 }
 
-/// A detached shell that waits for this test process to exit, then stops the cluster and removes
-/// its files, so no server outlives the tests (even when they crash).
-fn spawn_watchdog(postgres_pid: u32, dir: &Path) {
+/// A detached shell that waits for this test process to exit, then stops the server
+/// `postgres_pid` and removes `dir`, its files, so no server outlives the tests (even when they
+/// crash).
+pub(crate) fn spawn_watchdog(postgres_pid: u32, dir: &Path) {
     let script = format!(
         "while kill -0 {me} 2>/dev/null; do sleep 0.2; done; \
          kill -QUIT {pg} 2>/dev/null; \

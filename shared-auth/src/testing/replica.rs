@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use crate::testing::{as_server_user, bootstrap, connect_with_retry, is_root, pg_bin, rand_suffix};
+use crate::testing::{
+    as_server_user, bootstrap, connect_with_retry, is_root, pg_bin, rand_suffix, spawn_watchdog,
+};
 
 /// One of the two servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +115,8 @@ impl ReplicatedCluster {
         let child = server.spawn(&self.dir);
         let pid = child.id();
         *server.process.lock().expect("process lock") = Some(child);
-        spawn_watchdog(pid, &server.data);
+        // The data directory's parent holds the node's files: they go with the server.
+        spawn_watchdog(pid, server.data.parent().unwrap_or(&server.data));
         wait_until_serving(&self.admin_url(node, "postgres")).await;
     }
 
@@ -283,28 +286,4 @@ async fn wait_until_serving(url: &str) {
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
-}
-
-/// A detached shell that stops the server `pid` (and removes `data`'s parent directory) once
-/// this test process has exited, so no server outlives a crashed test.
-fn spawn_watchdog(pid: u32, data: &Path) {
-    let dir = data.parent().unwrap_or(data);
-    let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-         kill -QUIT {pid} 2>/dev/null; \
-         for i in $(seq 50); do kill -0 {pid} 2>/dev/null || break; sleep 0.1; done; \
-         kill -KILL {pid} 2>/dev/null; rm -rf '{dir}'",
-        me = std::process::id(),
-        dir = dir.display()
-    );
-    let mut watchdog = Command::new("sh");
-    watchdog
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut watchdog, 0);
-    // Detached on purpose: it must outlive this process.
-    #[allow(clippy::zombie_processes)]
-    let _ = watchdog.spawn();
 }
