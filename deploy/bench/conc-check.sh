@@ -18,9 +18,11 @@
 # a connection error, a reset, a timeout or a 5xx as "outcome unknown": a session with an
 # Idempotency-Key is posted again with its key until it answers 201 (at most --retry-secs, 60:
 # else its key is stuck, a disagreement), one without a key must exist at most once, reads and
-# exports retry. Then the same comparisons run, once both replicas are up again. The run fails when
-# the writes end before both PostgreSQL crashes (give it more --learners). A debug run with
-# `--learners 20` takes about 2 minutes (build excluded); it is stopped after CHECK_TIMEOUT_SECS (600).
+# exports retry. The sessions are posted at an even pace over --spread-secs (30), not all at once,
+# so that every crash meets writes in flight. Then the same comparisons run, once both replicas are
+# up again. The run fails when the writes end before both PostgreSQL crashes (a longer
+# --spread-secs). A debug run with `--learners 20` takes about 2 minutes (build excluded); it is
+# stopped after CHECK_TIMEOUT_SECS (600).
 #
 # Needs the Python package `fsrs` 6.x for python3 (pip install 'fsrs>=6,<7'). Environment:
 # PG_PORT (25650), LINGO_PORT (19750; the second replica on the next port), BENCH_STATE
@@ -103,7 +105,7 @@ crash_postgres() {
   say "crash: PostgreSQL started again"
 }
 
-# crash_while_writing FOLDER PID: crashes a process every 1.5-4 s (PostgreSQL as the 3rd and 6th,
+# crash_while_writing FOLDER PID: crashes a process every 1.5-4 s (PostgreSQL as the 2nd and 4th,
 # a replica otherwise) until conc_check.py (PID) says in FOLDER that its writes are over, then
 # tells it what it did once both replicas are up (crashes-done, renamed into place whole).
 crash_while_writing() {
@@ -112,7 +114,7 @@ crash_while_writing() {
     sleep "$(random_secs 1500 4000)"
     [ -e "$folder/writes-done" ] && break
     events=$((events + 1))
-    if [ "$events" = 3 ] || [ "$events" = 6 ]; then
+    if [ "$events" = 2 ] || [ "$events" = 4 ]; then
       crash_postgres
       pg_crashes=$((pg_crashes + 1))
     else
@@ -142,6 +144,11 @@ wait "$python_pid" || status=$?
 [ "$status" != 124 ] || say "conc_check.py stopped after CHECK_TIMEOUT_SECS (${CHECK_TIMEOUT_SECS:-600} s)"
 if grep -l '"level":"ERROR"' "$logs"/lingo-*.log >/dev/null 2>&1; then
   say "errors in the service logs ($logs):"
-  grep -h '"level":"ERROR"' "$logs"/lingo-*.log | head -20 >&2
+  if [ "$crash" = 1 ]; then # many, most of them "database unavailable": how many of each
+    grep -h '"level":"ERROR"' "$logs"/lingo-*.log | grep -o '"message":"[^"]*","error":"[^"]*"' \
+      | sed 's/(os error [0-9]*)//' | sort | uniq -c | sort -rn | head -20 >&2
+  else
+    grep -h '"level":"ERROR"' "$logs"/lingo-*.log | head -20 >&2
+  fi
 fi
 exit $status
