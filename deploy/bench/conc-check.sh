@@ -18,11 +18,12 @@
 # a connection error, a reset, a timeout or a 5xx as "outcome unknown": a session with an
 # Idempotency-Key is posted again with its key until it answers 201 (at most --retry-secs, 60:
 # else its key is stuck, a disagreement), one without a key must exist at most once, reads and
-# exports retry. The sessions are posted at an even pace over --spread-secs (30), not all at once,
-# so that the crashes meet writes in flight. Then the same comparisons run, once both replicas are
-# up again. The run fails when the writes end before both PostgreSQL crashes (a longer
-# --spread-secs). A debug run with `--learners 20` takes 1 to 1.5 minutes (build excluded, a
-# 2-core machine at load 5); it is stopped after CHECK_TIMEOUT_SECS (600).
+# exports retry. The sessions are posted in waves of --inflight (48) at an even pace over
+# --spread-secs (30), not all at once, so that the crashes meet writes in flight. Then the same
+# comparisons run, once both replicas are up again. The run fails when the writes end before both
+# PostgreSQL crashes (a longer --spread-secs). A debug run with `--learners 20` takes 1 to 2.5
+# minutes (build excluded, a 2-core machine at load 3-5; most of it the reference for the states
+# read during the writes); it is stopped after CHECK_TIMEOUT_SECS (600).
 #
 # Needs the Python package `fsrs` 6.x for python3 (pip install 'fsrs>=6,<7'). Environment:
 # PG_PORT (25650), LINGO_PORT (19750; the second replica on the next port), BENCH_STATE

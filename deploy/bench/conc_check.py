@@ -39,8 +39,8 @@ with its key until it answers 201 (for `--retry-secs`, else its key is stuck), a
 key must exist at most once (like `drop`), reads and exports retry, and 503 `database_unavailable`
 is allowed. When the writes are over it says so in FOLDER (`writes-done`) and waits for
 conc-check.sh to end its crashes (`crashes-done`) before the comparisons. The batches' sessions
-are then posted at an even pace over `--spread-secs` (30), not all at once: 500 sessions take 4 s
-in debug, too short for the crashes to come.
+are then posted in waves of `--inflight` at an even pace over `--spread-secs` (30), not all at
+once: 500 sessions take 4 s in debug, too short for the crashes to come.
 """
 
 import argparse
@@ -740,8 +740,8 @@ def main():
     ap.add_argument("--psql", help="psql, to read the database as its admin (with --db-url)")
     ap.add_argument("--db-url", help="the admin's URL of the database: the database's own checks run")
     ap.add_argument("--spread-secs", type=float,
-                    help="post the sessions (the batches') at an even pace over this long, so that crashes meet "
-                         "writes in flight (default: all at once; 30 with --crash)")
+                    help="post the sessions (the batches') in waves of --inflight at an even pace over this long, "
+                         "so that crashes meet writes in flight (default: all at once; 30 with --crash)")
     ap.add_argument("--crash", metavar="FOLDER",
                     help="processes crash during the writes (conc-check.sh --crash): 503 database_unavailable "
                          "allowed, reads retried longer; the writes' end is signalled in FOLDER")
@@ -837,8 +837,11 @@ def main():
     started = time.time()
 
     def post_in_turn(i):
-        """Posts task i, not before its turn when the writes are spread over `--spread-secs`."""
-        wait = started + i * args.spread_secs / len(tasks) - time.time()
+        """Posts task i, not before its wave's turn when the writes are spread over
+        `--spread-secs`: waves of `--inflight` sessions at once, so that one learner's sessions
+        still race (one at a time, a kill met 1 or 2 requests in flight; in waves, up to 30)."""
+        wave = i // args.inflight * args.inflight
+        wait = started + wave * args.spread_secs / len(tasks) - time.time()
         if wait > 0:
             time.sleep(wait)
         poster.run(tasks[i], random.Random(seeds[i]))
