@@ -274,7 +274,7 @@ class Poster:
                 return
             time.sleep(0.05)
         count("idempotency keys stuck")
-        problem(f"{s.learner} {s.mode} key {s.key}: still no 201 after {self.retry_secs} s of retries")
+        problem(f"{s.learner} {s.mode} (key {s.key}): still no 201 after {self.retry_secs} s of retries")
 
 
 # --- the reference ---------------------------------------------------------------------------------
