@@ -19,6 +19,15 @@ problems = []
 counts = {}
 _lock = threading.Lock()
 
+# What a checker may loosen for its mode (conc_check.py's `--crash`: PostgreSQL goes down, so
+# 503 `database_unavailable` is expected, and a replica may be down for a while).
+allowed_503 = {"overloaded", "timeout"}
+request_timeout_secs = 60  # the client's wait for one answer
+patience_secs = 8  # how long `get_ok` retries a read that gets no 200
+
+# No answer at all: connection refused or reset, the client's timeout, an answer cut short.
+NO_ANSWER = (OSError, http.client.HTTPException)
+
 
 def problem(msg):
     """Records a disagreement with the contract (the run then exits 1)."""
@@ -50,12 +59,12 @@ def token(secret, sub, scope=None):
 
 def check_5xx(method, path, status, payload, raw):
     """A 500 is always wrong; a 503 only as `overloaded` or `timeout` (docs/conventions.md,
-    "Deadlines and overload")."""
+    "Deadlines and overload"), or as another code the checker allows (`allowed_503`)."""
     if status < 500:
         return
     code = payload.get("code") if isinstance(payload, dict) else None
     count(f"{method} {status} {code}")
-    if status != 503 or code not in ("overloaded", "timeout"):
+    if status != 503 or code not in allowed_503:
         problem(f"{method} {path} answered {status} {code}: {raw[:300]!r}")
 
 
@@ -63,7 +72,7 @@ def call(url, method, path, tok=None, body=None, key=None):
     """One request on a fresh connection (a POST is never resent by a pooled connection);
     (status, headers with lower-case names, JSON payload or None)."""
     parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=request_timeout_secs)
     headers = {}
     if tok:
         headers["Authorization"] = f"Bearer {tok}"
@@ -88,6 +97,15 @@ def call(url, method, path, tok=None, body=None, key=None):
         conn.close()
 
 
+def try_call(url, method, path, tok=None, body=None, key=None):
+    """`call`, or (None, {}, None) when no answer came (`NO_ANSWER`): the outcome is unknown."""
+    try:
+        return call(url, method, path, tok, body, key)
+    except NO_ANSWER as error:
+        count(f"{method} no answer ({type(error).__name__})")
+        return None, {}, None
+
+
 def drop(url, method, path, tok, body=None, key=None, delay=0.0, mid_body=False):
     """Sends the request (only half its body with `mid_body`) and resets the connection after
     `delay` without reading the answer."""
@@ -107,15 +125,16 @@ def drop(url, method, path, tok, body=None, key=None, delay=0.0, mid_body=False)
 
 
 def get_ok(url, path, tok=None):
-    """The 200 answer of a GET, retried while the service answers 503 (overloaded)."""
-    for _ in range(40):
-        status, _, body = call(url, "GET", path, tok)
+    """The 200 answer of a GET, retried for `patience_secs` while the service answers 503 or
+    gives no answer (a replica restarting)."""
+    give_up = time.time() + patience_secs
+    while True:
+        status, _, body = try_call(url, "GET", path, tok)
         if status == 200:
             return body
-        if status != 503:
-            break
+        if status not in (None, 503) or time.time() > give_up:
+            raise RuntimeError(f"GET {path}: {status} {body}")
         time.sleep(0.2)
-    raise RuntimeError(f"GET {path}: {status} {body}")
 
 
 def all_pages(url, path, tok=None, limit=100):
