@@ -7,8 +7,8 @@ use news_service::config::ServeConfig;
 use news_service::{Application, migrate};
 use reqwest::{Client, Method};
 use serde_json::json;
-use shared_auth::testing::{TestDatabase, auth_config, token};
-use sqlx::{Connection, PgConnection};
+use shared_auth::testing::{TestDatabase, auth_config, role_statements, token};
+use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::{FIXTURE, TestApp, assert_problem, pool_as, spawn_with_fixture};
@@ -35,28 +35,12 @@ async fn spawn_configured(adjust: impl FnOnce(&mut ServeConfig)) -> TestApp {
 /// A superuser connection holding an exclusive lock on `likes` until it is dropped, so a like
 /// blocks inside its INSERT.
 async fn lock_likes(app: &TestApp) -> PgConnection {
-    let mut admin = PgConnection::connect(&app.db.admin_url()).await.unwrap();
-    sqlx::raw_sql("BEGIN; LOCK TABLE news.likes IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin
+    app.db.lock_table("news.likes").await
 }
 
-/// Statements news_app is running right now (the test's own connections are another role).
+/// Statements news_app is running right now.
 async fn running_statements(admin: &mut PgConnection) -> i64 {
-    // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut *admin)
-        .await
-        .unwrap();
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE usename = 'news_app' AND state = 'active' AND datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
+    role_statements(admin, "news_app", "state = 'active'").await
 }
 
 #[tokio::test]
