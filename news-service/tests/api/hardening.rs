@@ -18,6 +18,15 @@ async fn lock_likes(app: &TestApp) -> PgConnection {
     app.db.lock_table("news.likes").await
 }
 
+/// Starts a like in the background (it blocks while `lock_likes` holds); its status.
+fn like_in_background(app: &TestApp) -> tokio::task::JoinHandle<reqwest::StatusCode> {
+    let request = app
+        .client
+        .post(app.url("/articles/art-1/like"))
+        .bearer_auth(token("u1"));
+    tokio::spawn(async move { request.send().await.unwrap().status() })
+}
+
 /// Statements news_app is running right now.
 async fn running_statements(admin: &mut PgConnection) -> i64 {
     role_statements(admin, "news_app", "state = 'active'").await
@@ -135,19 +144,7 @@ async fn a_request_past_its_deadline_is_503_timeout_and_its_statement_is_cancell
 async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers() {
     let app = spawn_with_fixture_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_likes(&app).await;
-    let held = {
-        let client = app.client.clone();
-        let url = app.url("/articles/art-1/like");
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(token("u1"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
+    let held = like_in_background(&app);
     let mut response = app.get("/articles", None).await;
     for _ in 0..50 {
         // Until the held request has been admitted, the read may still get in.
@@ -182,19 +179,7 @@ async fn no_connection_free_in_time_is_503_overloaded() {
     })
     .await;
     let lock = lock_likes(&app).await;
-    let held = {
-        let client = app.client.clone();
-        let url = app.url("/articles/art-1/like");
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(token("u1"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
+    let held = like_in_background(&app);
     let mut response = app.get("/articles", None).await;
     for _ in 0..50 {
         // Until the held request has taken the one connection, the read may still get it.
