@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use lingo_service::Config;
-use shared_auth::testing::{TestDatabase, auth_config, role_statements, token};
+use shared_auth::testing::{TestDatabase, auth_config, role_statements, token, until_shed};
 use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -183,15 +183,7 @@ async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers()
     let app = spawn_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_sessions(&app).await;
     let held = post_in_background(&app);
-    let mut response = app.get("/v1/lingo/languages", None).await;
-    for _ in 0..50 {
-        // Until the held request has been admitted, the read may still get in.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/v1/lingo/languages", None).await;
-    }
+    let response = until_shed(|| app.get("/v1/lingo/languages", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
     // A shed `/me/*` request is still the caller's own answer.
@@ -220,14 +212,7 @@ async fn no_connection_free_in_time_is_503_overloaded() {
     .await;
     let lock = lock_sessions(&app).await;
     let held = post_in_background(&app);
-    let mut response = app.get("/v1/lingo/languages", None).await;
-    for _ in 0..50 {
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/v1/lingo/languages", None).await;
-    }
+    let response = until_shed(|| app.get("/v1/lingo/languages", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
 

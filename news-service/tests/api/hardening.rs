@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use news_service::config::ServeConfig;
 use reqwest::Method;
 use serde_json::json;
-use shared_auth::testing::{auth_config, role_statements, token};
+use shared_auth::testing::{auth_config, role_statements, token, until_shed};
 use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -145,15 +145,7 @@ async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers()
     let app = spawn_with_fixture_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_likes(&app).await;
     let held = like_in_background(&app);
-    let mut response = app.get("/articles", None).await;
-    for _ in 0..50 {
-        // Until the held request has been admitted, the read may still get in.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/articles", None).await;
-    }
+    let response = until_shed(|| app.get("/articles", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
     for path in ["/healthz", "/readyz", "/metrics"] {
@@ -180,15 +172,7 @@ async fn no_connection_free_in_time_is_503_overloaded() {
     .await;
     let lock = lock_likes(&app).await;
     let held = like_in_background(&app);
-    let mut response = app.get("/articles", None).await;
-    for _ in 0..50 {
-        // Until the held request has taken the one connection, the read may still get it.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/articles", None).await;
-    }
+    let response = until_shed(|| app.get("/articles", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
 

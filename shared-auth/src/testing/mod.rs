@@ -201,6 +201,25 @@ pub async fn role_statements(admin: &mut PgConnection, role: &str, condition: &s
     .expect("count the role's statements")
 }
 
+/// `request` sent until it is refused with 503, at most 50 times 50 ms apart, and its last
+/// answer: while a test holds a request back, a read may still get in until the held one has been
+/// admitted (or has taken the only connection).
+pub async fn until_shed<F, R>(mut request: F) -> reqwest::Response
+where
+    F: FnMut() -> R,
+    R: std::future::Future<Output = reqwest::Response>,
+{
+    let mut response = request().await;
+    for _ in 0..50 {
+        if response.status() == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        response = request().await;
+    }
+    response
+}
+
 /// Roles and their settings are cluster-wide, and PostgreSQL answers "tuple concurrently
 /// updated" when two sessions alter one role at once (advisory locks are per database and do not
 /// help), so bootstraps are serialised within the process and retried across processes.
