@@ -174,7 +174,7 @@ fn age(response: &reqwest::Response) -> Option<u64> {
 
 /// The value of an unlabelled gateway metric, or of the sample whose line starts with `name`.
 async fn metric(gateway: &TestGateway, name: &str) -> f64 {
-    let text = get(gateway, "/metrics").await.text().await.unwrap();
+    let text = gateway.metrics().await;
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))

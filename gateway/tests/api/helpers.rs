@@ -298,6 +298,11 @@ impl TestGateway {
         self.client.get(self.url(path)).send().await.expect("GET")
     }
 
+    /// The text of the gateway's `/metrics` now.
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics").await.text().await.expect("metrics")
+    }
+
     /// Triggers the graceful shutdown and returns the serve task.
     pub fn shutdown(&mut self) -> JoinHandle<std::io::Result<()>> {
         if let Some(stop) = self.stop.take() {
