@@ -5,14 +5,16 @@
 //! no single route owns: the info, the tags, the `bearer` scheme, the `Problem` schema, and the
 //! responses every operation can give (401, 500, 503, the `x-request-id` header).
 
-use shared_auth::http::openapi::{BearerSecurity, ProblemDocument, request_id_header};
+use shared_auth::http::openapi::{
+    BearerSecurity, ProblemDocument, request_id_header, string_header,
+};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::{ObjectBuilder, OpenApi as Document, RefOr, Type};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::problems::{problem, string_header};
+use crate::problems::problem;
 use crate::routes;
 use crate::state::AppState;
 

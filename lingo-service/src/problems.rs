@@ -8,10 +8,11 @@
 
 use std::collections::BTreeMap;
 
+pub use shared_auth::http::openapi::NotModified;
+use shared_auth::http::openapi::string_header;
 use shared_auth::http::problem::PROBLEM_JSON;
 use utoipa::IntoResponses;
-use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Response, ResponseBuilder, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
 use crate::error::ErrorCode;
 use shared_auth::ErrorCode as _;
@@ -28,14 +29,6 @@ pub fn problem(description: &str) -> ResponseBuilder {
     )
 }
 
-/// A string response header with its description.
-pub fn string_header(description: &str) -> utoipa::openapi::header::Header {
-    HeaderBuilder::new()
-        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .description(Some(description))
-        .build()
-}
-
 fn of_code(code: ErrorCode) -> String {
     format!("`{}`: {}", code.code(), code.description())
 }
@@ -45,20 +38,6 @@ fn responses<const N: usize>(entries: [(u16, ResponseBuilder); N]) -> Responses 
         .into_iter()
         .map(|(status, response)| (status.to_string(), RefOr::T(response.build())))
         .collect()
-}
-
-/// 304 to an anonymous catalogue read whose `If-None-Match` matches: no body.
-pub struct NotModified;
-
-impl IntoResponses for NotModified {
-    fn responses() -> Responses {
-        let not_modified = ResponseBuilder::new()
-            .description("Not modified: the stored answer with this `ETag` is still current.")
-            .header("ETag", string_header("The current strong validator."))
-            .header("Cache-Control", string_header("`public, max-age=30`."))
-            .header("Vary", string_header("`authorization`."));
-        responses([(304, not_modified)])
-    }
 }
 
 /// 400 of a list that pages by offset or by cursor.

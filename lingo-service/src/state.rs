@@ -13,27 +13,10 @@ pub use crate::db::Db;
 #[derive(Clone)]
 pub struct ApiDocument(pub Arc<utoipa::openapi::OpenApi>);
 
-#[derive(Clone)]
+/// Every field is its own `State<_>`: the derive writes a `FromRef` for each field's type.
+#[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: Db,
     pub verifier: Arc<Verifier>,
     pub document: ApiDocument,
-}
-
-impl FromRef<AppState> for Arc<Verifier> {
-    fn from_ref(state: &AppState) -> Self {
-        state.verifier.clone()
-    }
-}
-
-impl FromRef<AppState> for Db {
-    fn from_ref(state: &AppState) -> Self {
-        state.db.clone()
-    }
-}
-
-impl FromRef<AppState> for ApiDocument {
-    fn from_ref(state: &AppState) -> Self {
-        state.document.clone()
-    }
 }

@@ -9,21 +9,13 @@
 use std::collections::BTreeMap;
 
 use shared_auth::ErrorCode as _;
+use shared_auth::http::openapi::{NotModified, not_modified, string_header};
 use utoipa::IntoResponses;
-use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response as ApiResponse, ResponseBuilder};
 
 use crate::error::ErrorCode;
 
 const PROBLEM_JSON: &str = "application/problem+json";
-
-fn string_header(description: &str) -> utoipa::openapi::header::Header {
-    HeaderBuilder::new()
-        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .description(Some(description))
-        .build()
-}
 
 fn problem(description: &str, headers: &[(&str, &str)]) -> RefOr<ApiResponse> {
     let content = ContentBuilder::new()
@@ -108,19 +100,10 @@ catalogue_entries! {
         RETRY_AFTER;
 }
 
-/// 304 to an anonymous read whose `If-None-Match` matches: no body.
-pub struct NotModified;
-
 impl CatalogueEntry for NotModified {
     const STATUS: &'static str = "304";
     fn response() -> RefOr<ApiResponse> {
-        ResponseBuilder::new()
-            .description("Not modified: the stored answer with this `ETag` is still current.")
-            .header("Cache-Control", string_header("`public, max-age=30`."))
-            .header("ETag", string_header("The current strong validator."))
-            .header("Vary", string_header("`authorization`."))
-            .build()
-            .into()
+        not_modified().into()
     }
 }
 

@@ -444,13 +444,7 @@ async fn readyz_waits_for_a_jwks_url_that_was_down_at_start_up() {
 
 /// `gateway_token_keys_loaded` as `/metrics` shows it now.
 async fn keys_loaded(stack: &Stack) -> u64 {
-    let text = stack
-        .gateway
-        .get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let text = stack.gateway.metrics().await;
     let line = text
         .lines()
         .find(|line| line.starts_with("gateway_token_keys_loaded "))

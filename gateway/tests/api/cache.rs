@@ -8,7 +8,6 @@
 //! `hold=1` (the body's first KiB, then the rest once the test lets go of [`Counts::hold`]),
 //! `length=1` (with `hold`: a `Content-Length`, which a body in pieces has not otherwise).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,31 +18,22 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt as _;
 use futures_util::future::join_all;
-use gateway::config::GatewayConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 
-use crate::helpers::{TestGateway, committed_document, problem};
+use crate::helpers::{
+    TargetCounts, TestGateway, committed_document, gateway_in_front_of_with, problem, query_map,
+    serve_origin,
+};
 
 #[derive(Clone, Default)]
 struct Counts {
-    /// Requests per target (path and query as the upstream saw them).
-    by_target: Arc<Mutex<HashMap<String, usize>>>,
+    /// Requests per target.
+    by_target: TargetCounts,
     /// Requests that arrived with `If-None-Match`.
     conditional: Arc<Mutex<usize>>,
     /// While the test holds it for writing, `hold=1` bodies stop after their first KiB.
     hold: Arc<tokio::sync::RwLock<()>>,
-}
-
-impl Counts {
-    fn of(&self, target: &str) -> usize {
-        self.by_target
-            .lock()
-            .unwrap()
-            .get(target)
-            .copied()
-            .unwrap_or(0)
-    }
 }
 
 struct Origin {
@@ -53,28 +43,14 @@ struct Origin {
 
 impl Origin {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let counts = Counts::default();
-        let app = Router::new().fallback(answer).with_state(counts.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let url = serve_origin(Router::new().fallback(answer).with_state(counts.clone())).await;
         Self { url, counts }
     }
 
     fn hits(&self, target: &str) -> usize {
-        self.counts.of(target)
+        self.counts.by_target.of(target)
     }
-}
-
-fn query_map(request: &Request) -> HashMap<String, String> {
-    request
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .collect()
 }
 
 /// The origin's route document: the committed news document, with comments also taken by
@@ -94,12 +70,7 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
         return document();
     }
     let target = request.uri().path_and_query().unwrap().as_str().to_owned();
-    let n = {
-        let mut by_target = counts.by_target.lock().unwrap();
-        let n = by_target.entry(target.clone()).or_default();
-        *n += 1;
-        *n
-    };
+    let n = counts.by_target.count(&target);
     if request.headers().contains_key("if-none-match") {
         *counts.conditional.lock().unwrap() += 1;
     }
@@ -188,13 +159,6 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     response.body(body).unwrap()
 }
 
-async fn gateway_with(origin: &Origin, tweak: impl FnOnce(&mut GatewayConfig)) -> TestGateway {
-    let mut config = GatewayConfig::for_tests(&[], std::slice::from_ref(&origin.url));
-    config.rate_limit_enabled = false;
-    tweak(&mut config);
-    TestGateway::start(config).await
-}
-
 const PUBLIC: &str = "cc=public,max-age=60";
 
 async fn get(gateway: &TestGateway, target: &str) -> reqwest::Response {
@@ -210,7 +174,7 @@ fn age(response: &reqwest::Response) -> Option<u64> {
 
 /// The value of an unlabelled gateway metric, or of the sample whose line starts with `name`.
 async fn metric(gateway: &TestGateway, name: &str) -> f64 {
-    let text = get(gateway, "/metrics").await.text().await.unwrap();
+    let text = gateway.metrics().await;
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
@@ -221,7 +185,7 @@ async fn metric(gateway: &TestGateway, name: &str) -> f64 {
 #[tokio::test]
 async fn a_burst_of_misses_for_one_url_reaches_the_upstream_once() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/burst?{PUBLIC}&sleep_ms=300");
 
     let burst = (0..200).map(|_| async {
@@ -251,7 +215,7 @@ async fn a_burst_of_misses_for_one_url_reaches_the_upstream_once() {
 #[tokio::test]
 async fn waiters_go_upstream_themselves_when_the_leader_gets_nothing_storable() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     for query in [
         "cc=private&sleep_ms=300",
         "cc=public,max-age=60&status=503&sleep_ms=300",
@@ -280,7 +244,8 @@ async fn waiters_go_upstream_themselves_when_the_leader_gets_nothing_storable() 
 #[tokio::test]
 async fn waiters_share_the_leaders_upstream_timeout_instead_of_waiting_it_out_again() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |config| config.upstream_timeout_ms = 400).await;
+    let gateway =
+        gateway_in_front_of_with(&origin.url, |config| config.upstream_timeout_ms = 400).await;
     let target = format!("/v1/news/articles/stalled?{PUBLIC}&sleep_ms=2000");
 
     let burst = (0..8).map(|_| async {
@@ -304,7 +269,7 @@ async fn waiters_share_the_leaders_upstream_timeout_instead_of_waiting_it_out_ag
 async fn a_waiter_is_answered_when_the_leaders_client_goes_away() {
     use tokio::io::AsyncWriteExt as _;
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/abandoned?{PUBLIC}&sleep_ms=600");
 
     // The leader: a client that sends its request and hangs up before the answer.
@@ -335,7 +300,7 @@ async fn a_waiter_is_answered_when_the_leaders_client_goes_away() {
 #[tokio::test]
 async fn answers_that_are_personal_or_not_public_are_never_stored() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     for query in [
         "cc=private",
         "cc=no-store",
@@ -371,7 +336,7 @@ async fn answers_that_are_personal_or_not_public_are_never_stored() {
 #[tokio::test]
 async fn a_url_whose_answer_becomes_public_is_stored_at_once() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/changing?{PUBLIC}&private_until=1");
     let personal = get(&gateway, &target).await;
     assert_eq!(personal.headers()["cache-control"], "private");
@@ -391,7 +356,7 @@ async fn a_url_whose_answer_becomes_public_is_stored_at_once() {
 #[tokio::test]
 async fn a_successful_write_drops_the_stored_answers_it_changed() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let comments = format!("/v1/news/articles/a1/comments?{PUBLIC}");
     let article = format!("/v1/news/articles/a1?{PUBLIC}");
     let gateway = &gateway;
@@ -435,7 +400,7 @@ async fn a_successful_write_drops_the_stored_answers_it_changed() {
 #[tokio::test]
 async fn requests_with_a_token_or_a_cookie_never_use_the_cache() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/mine?{PUBLIC}");
     let anonymous = get(&gateway, &target).await;
     assert_eq!(anonymous.json::<Value>().await.unwrap()["n"], 1);
@@ -476,7 +441,7 @@ async fn requests_with_a_token_or_a_cookie_never_use_the_cache() {
 #[tokio::test]
 async fn if_none_match_is_answered_with_304_from_the_stored_answer() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let conditional = |target: String, tag: &'static str| {
         let request = gateway.client.get(gateway.url(&target));
         async move { request.header("if-none-match", tag).send().await.unwrap() }
@@ -541,7 +506,7 @@ async fn if_none_match_is_answered_with_304_from_the_stored_answer() {
 #[tokio::test]
 async fn entries_expire_at_their_max_age_and_s_maxage_comes_first() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let short = "/v1/news/articles/short?cc=public,max-age=1";
     let shared = "/v1/news/articles/shared?cc=public,max-age=1,s-maxage=60";
     for target in [short, shared] {
@@ -566,7 +531,7 @@ async fn entries_expire_at_their_max_age_and_s_maxage_comes_first() {
 #[tokio::test]
 async fn an_age_the_answer_arrived_with_is_passed_on_and_counted_on() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = "/v1/news/articles/aged?cc=public,max-age=60&age=20";
     let first = get(&gateway, target).await;
     assert_eq!(age(&first), Some(20), "the upstream's Age, not dropped");
@@ -581,7 +546,7 @@ async fn an_age_the_answer_arrived_with_is_passed_on_and_counted_on() {
 #[tokio::test]
 async fn a_lifetime_too_large_to_count_is_kept_as_the_largest_one() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     for lifetime in ["18446744073709551615", "99999999999999999999999"] {
         let target = format!("/v1/news/articles/forever-{lifetime}?cc=public,max-age={lifetime}");
         let first = get(&gateway, &target).await;
@@ -598,7 +563,7 @@ async fn a_lifetime_too_large_to_count_is_kept_as_the_largest_one() {
 #[tokio::test]
 async fn head_is_answered_from_a_stored_get_but_does_not_fill_the_cache() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/head?{PUBLIC}");
     let body = get(&gateway, &target).await.bytes().await.unwrap();
     let head = gateway
@@ -632,7 +597,7 @@ async fn head_is_answered_from_a_stored_get_but_does_not_fill_the_cache() {
 #[tokio::test]
 async fn vary_keeps_answers_for_different_request_headers_apart() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles/vary?{PUBLIC}&vary=Accept-Language");
     let in_language = |language: &'static str| {
         let request = gateway.client.get(gateway.url(&target));
@@ -660,7 +625,7 @@ async fn vary_keeps_answers_for_different_request_headers_apart() {
 #[tokio::test]
 async fn large_and_chunked_answers_are_passed_on_whole() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     // Over the largest stored body: streamed through, never stored.
     let large = format!("/v1/news/articles/large?{PUBLIC}&size=3000000&chunked=1");
     for round in 1..=2 {
@@ -693,7 +658,8 @@ async fn large_and_chunked_answers_are_passed_on_whole() {
 async fn the_cache_stays_under_its_byte_limit_with_ten_thousand_urls() {
     const LIMIT: u64 = 256 * 1024;
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |config| config.cache_max_bytes = LIMIT).await;
+    let gateway =
+        gateway_in_front_of_with(&origin.url, |config| config.cache_max_bytes = LIMIT).await;
     let hot = format!("/v1/news/articles/front-page?{PUBLIC}&size=1000");
     let mut most = 0.0f64;
     for batch in 0..100 {
@@ -731,7 +697,7 @@ async fn the_cache_stays_under_its_byte_limit_with_ten_thousand_urls() {
 #[tokio::test]
 async fn hits_still_get_the_edges_headers_and_rate_limits() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |config| {
+    let gateway = gateway_in_front_of_with(&origin.url, |config| {
         config.rate_limit_enabled = true;
         config.rate_limit_reads = 3;
         config.cors_allowed_origins = "https://app.example".parse().unwrap();
@@ -766,7 +732,7 @@ async fn hits_still_get_the_edges_headers_and_rate_limits() {
 #[tokio::test]
 async fn a_cache_of_zero_bytes_is_off() {
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |config| config.cache_max_bytes = 0).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |config| config.cache_max_bytes = 0).await;
     let target = format!("/v1/news/articles/off?{PUBLIC}");
     for round in 1..=2 {
         let response = get(&gateway, &target).await;
@@ -801,7 +767,8 @@ async fn misses_beyond_the_fill_budget_are_streamed_through_and_stored_once_ther
     const BUDGET: f64 = (CACHE / 4) as f64;
     const SIZE: usize = 4096;
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |config| config.cache_max_bytes = CACHE).await;
+    let gateway =
+        gateway_in_front_of_with(&origin.url, |config| config.cache_max_bytes = CACHE).await;
     // Three in four with a `Content-Length` (their bytes taken at once: 144 x 4 KiB is more than
     // the budget alone), the others in pieces (taken as they arrive).
     let targets: Vec<String> = (0..192)
@@ -901,7 +868,7 @@ async fn misses_beyond_the_fill_budget_are_streamed_through_and_stored_once_ther
 async fn a_fill_gives_its_bytes_back_however_it_ends() {
     use tokio::io::AsyncWriteExt as _;
     let origin = Origin::start().await;
-    let gateway = gateway_with(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
 
     let held = origin.counts.hold.write().await;
     let mut gone = Vec::new();

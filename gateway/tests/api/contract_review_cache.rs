@@ -4,8 +4,6 @@
 //! and `Date`. What a shared cache (RFC 9111) must and must not do, as an operator who knows
 //! Varnish and nginx would try it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,33 +11,22 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use gateway::config::GatewayConfig;
 use serde_json::{Value, json};
 use shared_auth::testing::{default_claims, token, token_with_claims};
 
-use crate::helpers::{TestGateway, committed_document};
-
-#[derive(Clone, Default)]
-struct Counts(Arc<Mutex<HashMap<String, usize>>>);
-
-impl Counts {
-    fn of(&self, target: &str) -> usize {
-        self.0.lock().unwrap().get(target).copied().unwrap_or(0)
-    }
-}
+use crate::helpers::{
+    TargetCounts, committed_document, gateway_in_front_of_with, query_map, serve_origin,
+};
 
 struct Origin {
     url: String,
-    counts: Counts,
+    counts: TargetCounts,
 }
 
 impl Origin {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let counts = Counts::default();
-        let app = Router::new().fallback(answer).with_state(counts.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let counts = TargetCounts::default();
+        let url = serve_origin(Router::new().fallback(answer).with_state(counts.clone())).await;
         Self { url, counts }
     }
 
@@ -48,7 +35,7 @@ impl Origin {
     }
 }
 
-async fn answer(State(counts): State<Counts>, request: Request) -> Response {
+async fn answer(State(counts): State<TargetCounts>, request: Request) -> Response {
     if request.uri().path() == "/v1/news/openapi.json" {
         return Response::builder()
             .header("content-type", "application/json")
@@ -56,20 +43,8 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
             .unwrap();
     }
     let target = request.uri().path_and_query().unwrap().as_str().to_owned();
-    let n = {
-        let mut counts = counts.0.lock().unwrap();
-        let n = counts.entry(target.clone()).or_default();
-        *n += 1;
-        *n
-    };
-    let query: HashMap<String, String> = request
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(name, value)| (name.to_owned(), value.replace("%20", " ")))
-        .collect();
+    let n = counts.count(&target);
+    let query = query_map(&request);
     let status: u16 = query.get("status").map_or(200, |s| s.parse().unwrap());
     let mut response = Response::builder()
         .status(StatusCode::from_u16(status).unwrap())
@@ -101,13 +76,6 @@ async fn answer(State(counts): State<Counts>, request: Request) -> Response {
     response.body(Body::from(body.to_string())).unwrap()
 }
 
-async fn gateway(origin: &Origin, tweak: impl FnOnce(&mut GatewayConfig)) -> TestGateway {
-    let mut config = GatewayConfig::for_tests(&[], std::slice::from_ref(&origin.url));
-    config.rate_limit_enabled = false;
-    tweak(&mut config);
-    TestGateway::start(config).await
-}
-
 fn header(response: &reqwest::Response, name: &str) -> Option<String> {
     response
         .headers()
@@ -127,7 +95,7 @@ const PUBLIC: &str = "cc=public,%20max-age=60";
 #[tokio::test]
 async fn hits_keep_the_etag_and_carry_a_growing_age() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}");
     let first = gateway.get(&target).await;
     assert_eq!(first.status(), 200);
@@ -151,7 +119,7 @@ async fn hits_keep_the_etag_and_carry_a_growing_age() {
 #[tokio::test]
 async fn if_none_match_is_answered_from_the_cache_with_the_right_headers() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}&vary=accept-language");
     assert_eq!(gateway.get(&target).await.status(), 200);
     for (tags, matched) in [
@@ -208,7 +176,7 @@ async fn if_none_match_is_answered_from_the_cache_with_the_right_headers() {
 #[tokio::test]
 async fn query_orders_are_two_keys_each_stored() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let ab = format!("/v1/news/articles?a=1&b=2&{PUBLIC}");
     let ba = format!("/v1/news/articles?b=2&a=1&{PUBLIC}");
     for _ in 0..3 {
@@ -224,7 +192,7 @@ async fn query_orders_are_two_keys_each_stored() {
 #[tokio::test]
 async fn head_after_get_is_a_hit_and_get_after_head_is_not() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/organizations?{PUBLIC}");
     let head = gateway
         .client
@@ -265,7 +233,7 @@ async fn head_after_get_is_a_hit_and_get_after_head_is_not() {
 #[tokio::test]
 async fn what_may_not_be_stored_is_never_served_from_the_cache() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     for cc in [
         "max-age=60",
         "public",
@@ -305,7 +273,7 @@ async fn what_may_not_be_stored_is_never_served_from_the_cache() {
 #[tokio::test]
 async fn a_request_with_a_token_never_meets_the_stored_answer() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}");
     assert_eq!(n_of(gateway.get(&target).await).await, 1);
 
@@ -351,7 +319,7 @@ async fn a_request_with_a_token_never_meets_the_stored_answer() {
 #[tokio::test]
 async fn a_clients_no_cache_does_not_bypass_the_shared_cache() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}");
     assert_eq!(gateway.get(&target).await.status(), 200);
     for (name, value) in [
@@ -378,7 +346,7 @@ async fn a_clients_no_cache_does_not_bypass_the_shared_cache() {
 #[tokio::test]
 async fn an_entry_is_not_served_past_its_max_age() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = "/v1/news/articles?cc=public,%20max-age=1";
     assert_eq!(n_of(gateway.get(target).await).await, 1);
     assert_eq!(n_of(gateway.get(target).await).await, 1);
@@ -393,7 +361,7 @@ async fn an_entry_is_not_served_past_its_max_age() {
 #[tokio::test]
 async fn purge_is_405_and_drops_nothing() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}");
     assert_eq!(n_of(gateway.get(&target).await).await, 1);
     let purge = gateway
@@ -416,7 +384,7 @@ async fn purge_is_405_and_drops_nothing() {
 #[tokio::test]
 async fn a_services_own_503_is_passed_on_unchanged() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?status=503&retry_after=2&{PUBLIC}");
     for n in 1..=2 {
         let response = gateway.get(&target).await;
@@ -435,7 +403,7 @@ async fn a_services_own_503_is_passed_on_unchanged() {
 #[tokio::test]
 async fn a_get_with_a_body_goes_to_the_service_with_its_body() {
     let origin = Origin::start().await;
-    let gateway = gateway(&origin, |_| {}).await;
+    let gateway = gateway_in_front_of_with(&origin.url, |_| {}).await;
     let target = format!("/v1/news/articles?{PUBLIC}");
     assert_eq!(n_of(gateway.get(&target).await).await, 1);
     let with_body = gateway

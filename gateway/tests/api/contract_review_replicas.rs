@@ -30,7 +30,7 @@ async fn a_request_refused_by_the_last_available_replica_tries_the_ones_marked_d
     let gateway = TestGateway::start(config).await;
     b.wait_for_probe_after(0).await;
     a.wait_for_probe_after(0).await;
-    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    let metrics = gateway.metrics().await;
     assert!(
         metrics.contains("gateway_upstream_ready_replicas{group=\"news\"} 1"),
         "{metrics}"
@@ -95,7 +95,7 @@ fn news_document(path: &str) -> String {
 
 async fn count(gateway: &TestGateway, outcome: &str) -> u64 {
     let line = format!("gateway_route_documents_total{{group=\"news\",outcome=\"{outcome}\"}} ");
-    let text = gateway.get("/metrics").await.text().await.expect("metrics");
+    let text = gateway.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(line.as_str()))
         .map_or(0, |v| v.parse::<f64>().expect("number") as u64)

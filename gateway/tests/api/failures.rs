@@ -485,7 +485,7 @@ async fn the_first_piece_of_a_chunked_body_is_judged_before_the_answer_goes_on()
     let response = gateway.get("/v1/news/articles").await;
     assert_eq!(response.status(), 502);
     assert_eq!(problem(response).await["code"], "upstream_unavailable");
-    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    let metrics = gateway.metrics().await;
     assert!(metrics.contains("kind=\"bad_response\""), "{metrics}");
 
     let empty = fixed_answer_replica(
@@ -559,7 +559,7 @@ async fn a_replica_in_cooldown_is_not_counted_as_ready() {
 
     news.kill().await;
     assert_eq!(gateway.get("/v1/news/articles").await.status(), 502);
-    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    let metrics = gateway.metrics().await;
     assert!(
         metrics.contains("gateway_upstream_ready_replicas{group=\"news\"} 0"),
         "{metrics}"
@@ -596,7 +596,7 @@ async fn a_body_still_arriving_at_the_upstream_timeout_is_408() {
     let answer = String::from_utf8_lossy(&answer[..read]);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
-    let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+    let metrics = gateway.metrics().await;
     assert!(!metrics.contains("kind=\"timeout\""), "{metrics}");
 }
 
@@ -644,7 +644,7 @@ async fn an_unreadable_upstream_answer_is_502_bad_response() {
             !body["detail"].as_str().unwrap_or("").contains("closed"),
             "{body}"
         );
-        let metrics = gateway.get("/metrics").await.text().await.expect("metrics");
+        let metrics = gateway.metrics().await;
         assert!(metrics.contains("kind=\"bad_response\""), "{metrics}");
         assert!(!metrics.contains("kind=\"reset\""), "{metrics}");
     }

@@ -387,7 +387,7 @@ async fn a_request_body_that_breaks_off_is_400_not_an_upstream_failure() {
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         assert!(answer.contains("\"code\":\"bad_request\""), "{answer}");
     }
-    let metrics = stack.gateway.get("/metrics").await.text().await.unwrap();
+    let metrics = stack.gateway.metrics().await;
     assert!(
         !metrics.contains("kind=\"reset\""),
         "a client's broken body is no upstream error: {metrics}"

@@ -1,6 +1,6 @@
 //! Small axum upstreams on port 0 and a gateway started in-process in front of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -298,6 +298,11 @@ impl TestGateway {
         self.client.get(self.url(path)).send().await.expect("GET")
     }
 
+    /// The text of the gateway's `/metrics` now.
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics").await.text().await.expect("metrics")
+    }
+
     /// Triggers the graceful shutdown and returns the serve task.
     pub fn shutdown(&mut self) -> JoinHandle<std::io::Result<()>> {
         if let Some(stop) = self.stop.take() {
@@ -325,9 +330,58 @@ pub fn config(lingo: &[&Upstream], news: &[&Upstream]) -> GatewayConfig {
 
 /// A gateway whose only news replica is `news` (no lingo replica), without rate limits.
 pub async fn gateway_in_front_of(news: &str) -> TestGateway {
+    gateway_in_front_of_with(news, |_| {}).await
+}
+
+/// [`gateway_in_front_of`], its configuration changed by `tweak` first.
+pub async fn gateway_in_front_of_with(
+    news: &str,
+    tweak: impl FnOnce(&mut GatewayConfig),
+) -> TestGateway {
     let mut config = GatewayConfig::for_tests(&[], &[news.to_owned()]);
     config.rate_limit_enabled = false;
+    tweak(&mut config);
     TestGateway::start(config).await
+}
+
+/// Serves `app` on a free local port, for as long as the test runs; its URL.
+pub async fn serve_origin(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// The requests a test's origin got per target (path and query as it saw them).
+#[derive(Clone, Default)]
+pub struct TargetCounts(Arc<Mutex<HashMap<String, usize>>>);
+
+impl TargetCounts {
+    /// Counts a request for `target`; its number among the target's requests (1 for the first).
+    pub fn count(&self, target: &str) -> usize {
+        let mut by_target = self.0.lock().unwrap();
+        let n = by_target.entry(target.to_owned()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// How many requests `target` has had.
+    pub fn of(&self, target: &str) -> usize {
+        self.0.lock().unwrap().get(target).copied().unwrap_or(0)
+    }
+}
+
+/// A request's query, each `name=value` pair as sent but for `%20`, read as a space (how the
+/// tests write a space in a header value they ask an origin for).
+pub fn query_map(request: &Request) -> HashMap<String, String> {
+    request
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.replace("%20", " ")))
+        .collect()
 }
 
 /// One lingo and one news upstream with a gateway in front.

@@ -71,7 +71,7 @@ async fn wait_for_document_reads(replica: &Upstream, reads: usize) {
 }
 
 async fn metric(gateway: &TestGateway, line: &str) -> u64 {
-    let text = gateway.get("/metrics").await.text().await.expect("metrics");
+    let text = gateway.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
         .unwrap_or(0)

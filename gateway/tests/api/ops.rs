@@ -32,13 +32,7 @@ async fn readyz_reflects_the_gateway_only_and_upstream_health_is_in_metrics() {
         stack.news.probes() + stack.lingo.probes() <= probes_before + 2,
         "/readyz calls no upstream (only the background probe may have run)"
     );
-    let metrics = stack
-        .gateway
-        .get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let metrics = stack.gateway.metrics().await;
     assert!(
         metrics.contains("gateway_upstream_ready_replicas{group=\"news\"} 0"),
         "{metrics}"

@@ -10,6 +10,7 @@ use shared_auth::{Page, Paging, Problem};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use crate::domain::cursor_only;
 use crate::domain::text::is_storable;
 use crate::error::ErrorCode;
 
@@ -48,6 +49,12 @@ pub fn continued_since(
     }
 }
 
+/// Whether an export cursor's `since_micros` is one PostgreSQL can hold (or none): a forged
+/// cursor may name any integer.
+pub fn since_storable(since_micros: Option<i64>) -> bool {
+    since_micros.is_none_or(|micros| cursor::timestamp(micros).is_some())
+}
+
 impl Cursor {
     /// The position after a row, in the list filtered by `since`.
     pub fn after(
@@ -82,9 +89,7 @@ impl Cursor {
     pub fn decode(text: &str) -> Option<Self> {
         let cursor: Self = cursor::decode(text)?;
         let storable = is_storable(&cursor.learner_id) && is_storable(&cursor.language_code);
-        let since_valid = cursor
-            .since_micros
-            .is_none_or(|micros| cursor::timestamp(micros).is_some());
+        let since_valid = since_storable(cursor.since_micros);
         (storable && since_valid && cursor.updated_at().is_some()).then_some(cursor)
     }
 
@@ -196,6 +201,33 @@ impl ListCursor {
     }
 }
 
+/// The cursor of one of the paged lists, as [`ListPaging::own_cursor`] takes it out of a
+/// [`ListCursor`].
+pub trait OwnCursor {
+    /// The cursor, when it is one of this list's.
+    fn of(cursor: &ListCursor) -> Option<&Self>;
+}
+
+/// Implements [`OwnCursor`] for each list's cursor by its [`ListCursor`] variant.
+macro_rules! own_cursors {
+    ($($variant:ident($own:ty)),* $(,)?) => {$(
+        impl OwnCursor for $own {
+            fn of(cursor: &ListCursor) -> Option<&Self> {
+                match cursor {
+                    ListCursor::$variant(own) => Some(own),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+own_cursors!(
+    Phrases(PhrasesCursor),
+    StudySessions(StudySessionsCursor),
+    Recommendations(RecommendationsCursor),
+);
+
 /// The filters of a list: those given with a cursor must equal the cursor's own, and those left
 /// out are taken from it (a cursor continues its list as it was asked for).
 pub fn same_filter(given: Option<&str>, own: Option<&str>) -> Result<Option<String>, Problem> {
@@ -224,10 +256,15 @@ impl ListPaging {
         cursor: Option<&str>,
     ) -> Result<Self, Problem> {
         let (paging, cursor) = cursor::paging_and_cursor(limit, offset, cursor)?;
-        let cursor = cursor
-            .map(|text| ListCursor::decode(text).ok_or(ErrorCode::InvalidCursor))
-            .transpose()?;
+        let cursor = cursor_only::cursor(cursor, ListCursor::decode)?;
         Ok(Self { paging, cursor })
+    }
+
+    /// The cursor given, when it is one of list `C`'s (`None` without one): a cursor of another
+    /// list is 400 `invalid_cursor` ([`other_list`]).
+    pub fn own_cursor<C: OwnCursor>(&self) -> Result<Option<&C>, Problem> {
+        let own = |cursor| C::of(cursor).ok_or_else(other_list);
+        self.cursor.as_ref().map(own).transpose()
     }
 }
 

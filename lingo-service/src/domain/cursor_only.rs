@@ -18,8 +18,12 @@ pub fn paging(limit: Option<i64>, offset_given: bool) -> Result<Paging> {
 }
 
 /// The cursor of the query's `cursor` (an empty `cursor=` is none), decoded by the list's own
-/// `decode`: 400 `invalid_cursor` when it refuses it.
-pub fn cursor<C>(given: Option<&str>, decode: impl FnOnce(&str) -> Option<C>) -> Result<Option<C>> {
+/// `decode`: 400 `invalid_cursor` when it refuses it. The lists paged by offset or by cursor
+/// decode theirs with it too (`ListPaging::parse`).
+pub fn cursor<C>(
+    given: Option<&str>,
+    decode: impl FnOnce(&str) -> Option<C>,
+) -> Result<Option<C>, Problem> {
     let decoded = cursor::given(given).map(|text| decode(text).ok_or(ErrorCode::InvalidCursor));
     Ok(decoded.transpose()?)
 }

@@ -7,7 +7,7 @@ use shared_auth::http::cursor;
 use utoipa::ToSchema;
 
 use crate::domain::catalogue::PhraseItem;
-use crate::domain::cursor::{DifferentFilter, continued_since};
+use crate::domain::cursor::{DifferentFilter, continued_since, since_storable};
 use crate::domain::fsrs::{Grade, PhraseState, retrievability};
 use crate::domain::text::is_storable;
 
@@ -224,9 +224,7 @@ impl ExportCursor {
             && is_storable(&cursor.learner_id)
             && is_storable(&cursor.phrase_id)
             && cursor.updated_at().is_some()
-            && cursor
-                .since_micros
-                .is_none_or(|micros| cursor::timestamp(micros).is_some());
+            && since_storable(cursor.since_micros);
         valid.then_some(cursor)
     }
 

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use crate::domain::catalogue::{Phrase, PhraseItem};
 use crate::domain::cursor::{
-    CursorPage, ListCursor, ListPaging, PhrasesCursor, SearchRank, other_list, same_filter,
+    CursorPage, ListCursor, ListPaging, PhrasesCursor, SearchRank, same_filter,
 };
 use crate::domain::search::search_text;
 use crate::error::{ErrorCode, Result};
@@ -101,14 +101,13 @@ async fn list(
 ) -> Result<Response> {
     let asked_text = search_text(query.q.as_deref())?;
     let list = ListPaging::parse(query.limit, query.offset, query.cursor.as_deref())?;
-    let (language, text, after) = match &list.cursor {
+    let (language, text, after) = match list.own_cursor::<PhrasesCursor>()? {
         None => (query.language, asked_text, None),
-        Some(ListCursor::Phrases(cursor)) => (
+        Some(cursor) => (
             same_filter(query.language.as_deref(), cursor.language.as_deref())?,
             same_filter(asked_text.as_deref(), cursor.query.as_deref())?,
             Some(cursor),
         ),
-        Some(_) => return Err(other_list().into()),
     };
     let page = match text {
         None => {

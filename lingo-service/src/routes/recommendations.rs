@@ -7,9 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::domain::catalogue::Recommendation;
-use crate::domain::cursor::{
-    CursorPage, CursorPageQuery, ListCursor, RecommendationsCursor, other_list,
-};
+use crate::domain::cursor::{CursorPage, CursorPageQuery, ListCursor, RecommendationsCursor};
 use crate::error::Result;
 use crate::problems::ListProblems;
 use crate::state::{AppState, Db};
@@ -46,13 +44,9 @@ async fn list(
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Json<CursorPage<Recommendation>>> {
     let list = query.paging()?;
-    let after = match &list.cursor {
-        None => None,
-        Some(ListCursor::Recommendations(cursor)) => {
-            Some((cursor.score(), cursor.phrase_id.as_str()))
-        }
-        Some(_) => return Err(other_list().into()),
-    };
+    let after = list
+        .own_cursor::<RecommendationsCursor>()?
+        .map(|cursor| (cursor.score(), cursor.phrase_id.as_str()));
     let rows =
         store::recommendations::list_for(&db.primary, &caller.sub, after, list.paging).await?;
     Ok(Json(CursorPage::from_rows(rows, &list, |row| {

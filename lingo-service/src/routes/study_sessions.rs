@@ -11,9 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::domain::cursor::{
-    CursorPage, CursorPageQuery, ListCursor, StudySessionsCursor, other_list,
-};
+use crate::domain::cursor::{CursorPage, CursorPageQuery, ListCursor, StudySessionsCursor};
 use crate::domain::study_session::{
     StudySession, StudySessionCreated, StudySessionInput, studied_at, validate,
 };
@@ -134,12 +132,10 @@ async fn list(
     Query(query): Query<CursorPageQuery>,
 ) -> Result<Json<CursorPage<StudySession>>> {
     let list = query.paging()?;
-    let after = match &list.cursor {
-        None => None,
-        // A decoded cursor's time is one PostgreSQL can hold.
-        Some(ListCursor::StudySessions(cursor)) => cursor.created_at().map(|at| (at, cursor.id)),
-        Some(_) => return Err(other_list().into()),
-    };
+    // A decoded cursor's time is one PostgreSQL can hold.
+    let after = list
+        .own_cursor::<StudySessionsCursor>()?
+        .and_then(|cursor| cursor.created_at().map(|at| (at, cursor.id)));
     let sessions =
         store::study_sessions::list_for(&db.primary, &caller.sub, after, list.paging).await?;
     Ok(Json(CursorPage::from_rows(sessions, &list, |session| {

@@ -3,7 +3,10 @@
 use serde_json::Value;
 use shared_auth::testing::token;
 
-use crate::helpers::{assert_content_type, assert_problem, key_set, keys, spawn_app};
+use crate::helpers::{
+    assert_content_type, assert_problem, cursor_page_keys, key_set, keys, phrase_item_keys,
+    spawn_app,
+};
 
 #[tokio::test]
 async fn languages_are_listed_by_code_unpaged() {
@@ -49,17 +52,7 @@ async fn phrases_page_with_stats_and_filters() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        keys(&body),
-        key_set(&[
-            "data",
-            "count",
-            "limit",
-            "offset",
-            "next_offset",
-            "next_cursor"
-        ])
-    );
+    assert_eq!(keys(&body), cursor_page_keys());
     assert_eq!(body["count"], 20);
     assert_eq!(body["limit"], 20);
     assert_eq!(body["offset"], 0);
@@ -70,10 +63,7 @@ async fn phrases_page_with_stats_and_filters() {
     sorted.sort();
     assert_eq!(ids, sorted, "ordered by id");
     for phrase in data {
-        assert_eq!(
-            keys(phrase),
-            key_set(&["id", "text", "language_code", "translation_count", "stats"])
-        );
+        assert_eq!(keys(phrase), phrase_item_keys());
         assert_eq!(phrase["translation_count"], 5);
     }
 

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use lingo_service::Config;
-use shared_auth::testing::{TestDatabase, auth_config, token};
-use sqlx::{Connection, PgConnection};
+use shared_auth::testing::{TestDatabase, auth_config, role_statements, token, until_shed};
+use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::{SEEDED_LEARNERS, TestApp, assert_problem, local, serve, session, spawn_app};
@@ -33,37 +33,15 @@ async fn spawn_configured(adjust: impl FnOnce(&mut Config)) -> TestApp {
 /// A superuser connection holding an exclusive lock on `study_sessions` until it is dropped, so
 /// a new session blocks inside its INSERT.
 async fn lock_sessions(app: &TestApp) -> PgConnection {
-    let mut admin = PgConnection::connect(&app.db.admin_url()).await.unwrap();
-    sqlx::raw_sql("BEGIN; LOCK TABLE lingo.study_sessions IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin
+    app.db.lock_table("lingo.study_sessions").await
 }
 
 async fn running_statements(admin: &mut PgConnection) -> i64 {
-    lingo_app_statements(admin, "state = 'active'").await
+    role_statements(admin, "lingo_app", "state = 'active'").await
 }
 
 async fn statements_waiting_on_a_lock(admin: &mut PgConnection) -> i64 {
-    lingo_app_statements(admin, "wait_event_type = 'Lock'").await
-}
-
-/// The service's statements in this test's database that meet `condition` (SQL on
-/// `pg_stat_activity`).
-async fn lingo_app_statements(admin: &mut PgConnection, condition: &str) -> i64 {
-    // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut *admin)
-        .await
-        .unwrap();
-    sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE usename = 'lingo_app' AND datname = current_database() AND {condition}"
-    ))
-    .fetch_one(admin)
-    .await
-    .unwrap()
+    role_statements(admin, "lingo_app", "wait_event_type = 'Lock'").await
 }
 
 /// Starts a session POST in the background (it blocks while `lock_sessions` holds).
@@ -205,15 +183,7 @@ async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers()
     let app = spawn_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_sessions(&app).await;
     let held = post_in_background(&app);
-    let mut response = app.get("/v1/lingo/languages", None).await;
-    for _ in 0..50 {
-        // Until the held request has been admitted, the read may still get in.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/v1/lingo/languages", None).await;
-    }
+    let response = until_shed(|| app.get("/v1/lingo/languages", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
     // A shed `/me/*` request is still the caller's own answer.
@@ -242,14 +212,7 @@ async fn no_connection_free_in_time_is_503_overloaded() {
     .await;
     let lock = lock_sessions(&app).await;
     let held = post_in_background(&app);
-    let mut response = app.get("/v1/lingo/languages", None).await;
-    for _ in 0..50 {
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/v1/lingo/languages", None).await;
-    }
+    let response = until_shed(|| app.get("/v1/lingo/languages", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
 

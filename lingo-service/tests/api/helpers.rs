@@ -222,6 +222,23 @@ pub fn key_set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// The members of a page of a list paged by offset or by cursor.
+pub fn cursor_page_keys() -> BTreeSet<String> {
+    key_set(&[
+        "data",
+        "count",
+        "limit",
+        "offset",
+        "next_offset",
+        "next_cursor",
+    ])
+}
+
+/// The members of a phrase in a list (`PhraseItem`).
+pub fn phrase_item_keys() -> BTreeSet<String> {
+    key_set(&["id", "text", "language_code", "translation_count", "stats"])
+}
+
 /// Asserts a problem response: status, problem content type, `code`; returns the body.
 pub async fn assert_problem(response: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(response.status().as_u16(), status, "status");

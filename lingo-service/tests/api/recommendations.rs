@@ -3,7 +3,9 @@
 use serde_json::Value;
 use shared_auth::testing::token;
 
-use crate::helpers::{assert_problem, assert_timestamp, key_set, keys, spawn_app};
+use crate::helpers::{
+    assert_problem, assert_timestamp, cursor_page_keys, key_set, keys, phrase_item_keys, spawn_app,
+};
 
 #[tokio::test]
 async fn the_demo_learner_gets_paged_recommendations_best_first() {
@@ -15,27 +17,14 @@ async fn the_demo_learner_gets_paged_recommendations_best_first() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        keys(&body),
-        key_set(&[
-            "data",
-            "count",
-            "limit",
-            "offset",
-            "next_offset",
-            "next_cursor"
-        ])
-    );
+    assert_eq!(keys(&body), cursor_page_keys());
     assert_eq!(
         (body["count"].as_i64(), body["next_offset"].as_i64()),
         (Some(10), Some(10))
     );
     for item in body["data"].as_array().unwrap() {
         assert_eq!(keys(item), key_set(&["phrase", "score", "generated_at"]));
-        assert_eq!(
-            keys(&item["phrase"]),
-            key_set(&["id", "text", "language_code", "translation_count", "stats"])
-        );
+        assert_eq!(keys(&item["phrase"]), phrase_item_keys());
         assert!(["es", "fr"].contains(&item["phrase"]["language_code"].as_str().unwrap()));
         assert_eq!(item["phrase"]["translation_count"], 5);
         assert!(item["score"].is_f64());

@@ -5,7 +5,9 @@ use lingo_service::db::connect_one;
 use serde_json::Value;
 use sqlx::PgConnection;
 
-use crate::helpers::{TestApp, assert_problem, key_set, keys, spawn_app_unseeded};
+use crate::helpers::{
+    TestApp, assert_problem, cursor_page_keys, keys, phrase_item_keys, spawn_app_unseeded,
+};
 
 /// A connection as the upstream pipeline, the only writer of the catalogue.
 pub async fn pipeline(app: &TestApp) -> PgConnection {
@@ -205,25 +207,12 @@ async fn a_search_answers_a_page_and_refuses_an_empty_or_long_q() {
     let response = app.get("/v1/lingo/phrases?q=esta&limit=2", None).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(
-        keys(&body),
-        key_set(&[
-            "data",
-            "count",
-            "limit",
-            "offset",
-            "next_offset",
-            "next_cursor"
-        ])
-    );
+    assert_eq!(keys(&body), cursor_page_keys());
     assert_eq!(
         (body["count"].as_i64(), body["next_offset"].as_i64()),
         (Some(2), Some(2))
     );
-    assert_eq!(
-        keys(&body["data"][0]),
-        key_set(&["id", "text", "language_code", "translation_count", "stats"])
-    );
+    assert_eq!(keys(&body["data"][0]), phrase_item_keys());
     assert_eq!(body["data"][0]["text"], "Está bien");
     assert_eq!(body["data"][0]["translation_count"], 1);
     let second: Value = app

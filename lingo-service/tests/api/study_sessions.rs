@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use shared_auth::testing::token;
 
 use crate::helpers::{
-    assert_content_type, assert_problem, assert_timestamp, key_set, keys, session, spawn_app,
+    assert_content_type, assert_problem, assert_timestamp, cursor_page_keys, key_set, keys,
+    session, spawn_app,
 };
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
@@ -123,17 +124,7 @@ async fn the_list_is_the_callers_newest_first_and_paged() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        keys(&body),
-        key_set(&[
-            "data",
-            "count",
-            "limit",
-            "offset",
-            "next_offset",
-            "next_cursor"
-        ])
-    );
+    assert_eq!(keys(&body), cursor_page_keys());
     assert_eq!(
         (body["count"].as_i64(), body["next_offset"].as_i64()),
         (Some(2), Some(2))

@@ -9,52 +9,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use news_service::config::ServeConfig;
 use news_service::counter_fold;
 use news_service::store::counters::{self, CounterTable, Fold};
-use news_service::{Application, migrate};
-use reqwest::{Client, Method};
-use shared_auth::testing::{TestDatabase, auth_config};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use reqwest::Method;
+use shared_auth::testing::TestDatabase;
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 
-use crate::helpers::{FIXTURE, TestApp};
+use crate::helpers::{TestApp, pool_of, spawn_with_fixture_configured};
 
 /// The fixture's catalogue and the service, its folder sweeping every `fold_every_ms` (0: off).
 async fn spawn(fold_every_ms: u64) -> TestApp {
-    let db = TestDatabase::create().await;
-    migrate(&db.url_for("news_owner")).await.unwrap();
-    sqlx::raw_sql(FIXTURE)
-        .execute(&pool(&db, "news_pipeline", 1).await)
-        .await
-        .unwrap();
-    let mut config = ServeConfig::new(db.url_for("news_app"), auth_config());
-    config.db_max_connections = 30;
-    config.counter_fold_interval_ms = fold_every_ms;
-    let app = Application::build(config).await.unwrap();
-    let address = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run_until_stopped());
-    TestApp {
-        address,
-        client: Client::new(),
-        db,
-    }
-}
-
-async fn pool(db: &TestDatabase, role: &str, connections: u32) -> PgPool {
-    let url = if role == "admin" {
-        db.admin_url()
-    } else {
-        db.url_for(role)
-    };
-    let options = PgConnectOptions::from_str(&url)
-        .unwrap()
-        .options([("search_path", "news")]);
-    PgPoolOptions::new()
-        .max_connections(connections)
-        .connect_with(options)
-        .await
-        .unwrap()
+    spawn_with_fixture_configured(|config| config.counter_fold_interval_ms = fold_every_ms).await
 }
 
 async fn connection(db: &TestDatabase, role: &str) -> PgConnection {
@@ -148,8 +114,8 @@ async fn hot_targets_written_by_many_readers_while_folding_stay_exact_and_end_in
     // The folder here is the test's own sweeps, back to back from two tasks (the service's is
     // off), so that what was folded is known.
     let app = spawn(0).await;
-    let runtime = pool(&app.db, "news_app", 4).await;
-    let admin = pool(&app.db, "admin", 2).await;
+    let runtime = pool_of(&app.db, "news_app", 4).await;
+    let admin = pool_of(&app.db, "admin", 2).await;
     let done = Arc::new(AtomicBool::new(false));
 
     // Every snapshot read meanwhile must show counts equal to the rows.
@@ -240,7 +206,7 @@ async fn hot_targets_written_by_many_readers_while_folding_stay_exact_and_end_in
 #[tokio::test]
 async fn the_service_folds_in_the_background() {
     let app = spawn(20).await;
-    let admin = pool(&app.db, "admin", 1).await;
+    let admin = pool_of(&app.db, "admin", 1).await;
     spread_art_2(&admin, 12).await;
     // The service's folder runs every 20 ms: it may already have folded some of the 10 slot
     // rows by now, so only the count is checked here.
@@ -320,8 +286,8 @@ async fn like_in(tx: &mut PgConnection, user: &str, likes: i64) -> i16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fold_skips_slots_held_by_writers_and_loses_none_of_their_increments() {
     let app = spawn(0).await;
-    let admin = pool(&app.db, "admin", 2).await;
-    let runtime = pool(&app.db, "news_app", 2).await;
+    let admin = pool_of(&app.db, "admin", 2).await;
+    let runtime = pool_of(&app.db, "news_app", 2).await;
     spread_art_2(&admin, 20).await;
     assert_eq!(art_2(&admin).await, (20, 20, 10));
 
@@ -379,8 +345,8 @@ async fn a_fold_skips_slots_held_by_writers_and_loses_none_of_their_increments()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writers_and_recount_that_meet_an_uncommitted_fold_lose_nothing() {
     let app = spawn(0).await;
-    let admin = pool(&app.db, "admin", 2).await;
-    let writers = pool(&app.db, "news_app", 20).await;
+    let admin = pool_of(&app.db, "admin", 2).await;
+    let writers = pool_of(&app.db, "news_app", 20).await;
     for round in 0..5 {
         spread_art_2(&admin, 20 + round).await;
         let before = art_2(&admin).await;
@@ -446,8 +412,8 @@ async fn writers_and_recount_that_meet_an_uncommitted_fold_lose_nothing() {
 #[tokio::test]
 async fn recount_fixes_drift_the_same_before_and_after_folding() {
     let app = spawn(0).await;
-    let admin = pool(&app.db, "admin", 2).await;
-    let runtime = pool(&app.db, "news_app", 2).await;
+    let admin = pool_of(&app.db, "admin", 2).await;
+    let runtime = pool_of(&app.db, "news_app", 2).await;
     spread_art_2(&admin, 15).await;
     // Damage behind the triggers' back (only a superuser can): 5 too many, in slot 7.
     sqlx::query("UPDATE article_stats SET like_count = like_count + 5 WHERE article_id = 'art-2' AND slot = 7")
@@ -474,8 +440,8 @@ async fn recount_fixes_drift_the_same_before_and_after_folding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncate_never_overlaps_a_fold_that_creates_slot_0() {
     let app = spawn(0).await;
-    let admin = pool(&app.db, "admin", 2).await;
-    let owner = pool(&app.db, "news_owner", 1).await;
+    let admin = pool_of(&app.db, "admin", 2).await;
+    let owner = pool_of(&app.db, "news_owner", 1).await;
     // art-3's likes all in slot 5 (as a bulk statement leaves them): a fold creates slot 0.
     sqlx::raw_sql(
         "INSERT INTO likes (article_id, user_id) SELECT 'art-3', 'u' || i FROM generate_series(1, 7) i;
@@ -515,7 +481,7 @@ async fn a_truncate_never_overlaps_a_fold_that_creates_slot_0() {
 #[tokio::test]
 async fn the_runtime_role_may_fold_but_still_not_write_counters() {
     let app = spawn(0).await;
-    let runtime = pool(&app.db, "news_app", 1).await;
+    let runtime = pool_of(&app.db, "news_app", 1).await;
     let error = sqlx::query("SELECT fold_counter_slots('likes', 'art-1')")
         .execute(&runtime)
         .await
@@ -528,7 +494,7 @@ async fn the_runtime_role_may_fold_but_still_not_write_counters() {
         .unwrap_err();
     assert!(error.to_string().contains("permission denied"), "{error}");
     // Nobody else may call it.
-    let admin = pool(&app.db, "admin", 1).await;
+    let admin = pool_of(&app.db, "admin", 1).await;
     let public: bool = sqlx::query_scalar(
         "SELECT has_function_privilege('public', 'news.fold_counter_slots(text, text)', 'EXECUTE')",
     )

@@ -4,59 +4,32 @@
 use std::time::{Duration, Instant};
 
 use news_service::config::ServeConfig;
-use news_service::{Application, migrate};
-use reqwest::{Client, Method};
+use reqwest::Method;
 use serde_json::json;
-use shared_auth::testing::{TestDatabase, auth_config, token};
-use sqlx::{Connection, PgConnection};
+use shared_auth::testing::{auth_config, role_statements, token, until_shed};
+use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{FIXTURE, TestApp, assert_problem, pool_as, spawn_with_fixture};
-
-/// The fixture catalogue served with `adjust` applied to the configuration.
-async fn spawn_configured(adjust: impl FnOnce(&mut ServeConfig)) -> TestApp {
-    let db = TestDatabase::create().await;
-    migrate(&db.url_for("news_owner")).await.unwrap();
-    let pipeline = pool_as(&db, "news_pipeline").await;
-    sqlx::raw_sql(FIXTURE).execute(&pipeline).await.unwrap();
-    pipeline.close().await;
-    let mut config = ServeConfig::new(db.url_for("news_app"), auth_config());
-    adjust(&mut config);
-    let app = Application::build(config).await.unwrap();
-    let address = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run_until_stopped());
-    TestApp {
-        address,
-        client: Client::new(),
-        db,
-    }
-}
+use crate::helpers::{TestApp, assert_problem, spawn_with_fixture, spawn_with_fixture_configured};
 
 /// A superuser connection holding an exclusive lock on `likes` until it is dropped, so a like
 /// blocks inside its INSERT.
 async fn lock_likes(app: &TestApp) -> PgConnection {
-    let mut admin = PgConnection::connect(&app.db.admin_url()).await.unwrap();
-    sqlx::raw_sql("BEGIN; LOCK TABLE news.likes IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin
+    app.db.lock_table("news.likes").await
 }
 
-/// Statements news_app is running right now (the test's own connections are another role).
+/// Starts a like in the background (it blocks while `lock_likes` holds); its status.
+fn like_in_background(app: &TestApp) -> tokio::task::JoinHandle<reqwest::StatusCode> {
+    let request = app
+        .client
+        .post(app.url("/articles/art-1/like"))
+        .bearer_auth(token("u1"));
+    tokio::spawn(async move { request.send().await.unwrap().status() })
+}
+
+/// Statements news_app is running right now.
 async fn running_statements(admin: &mut PgConnection) -> i64 {
-    // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut *admin)
-        .await
-        .unwrap();
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE usename = 'news_app' AND state = 'active' AND datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
+    role_statements(admin, "news_app", "state = 'active'").await
 }
 
 #[tokio::test]
@@ -131,7 +104,7 @@ async fn a_405_names_the_allowed_methods() {
 
 #[tokio::test]
 async fn a_request_past_its_deadline_is_503_timeout_and_its_statement_is_cancelled() {
-    let app = spawn_configured(|config| config.request_timeout_ms = 1_000).await;
+    let app = spawn_with_fixture_configured(|config| config.request_timeout_ms = 1_000).await;
     let mut lock = lock_likes(&app).await;
 
     let started = Instant::now();
@@ -169,30 +142,10 @@ async fn a_request_past_its_deadline_is_503_timeout_and_its_statement_is_cancell
 
 #[tokio::test]
 async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers() {
-    let app = spawn_configured(|config| config.max_in_flight = 1).await;
+    let app = spawn_with_fixture_configured(|config| config.max_in_flight = 1).await;
     let lock = lock_likes(&app).await;
-    let held = {
-        let client = app.client.clone();
-        let url = app.url("/articles/art-1/like");
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(token("u1"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
-    let mut response = app.get("/articles", None).await;
-    for _ in 0..50 {
-        // Until the held request has been admitted, the read may still get in.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/articles", None).await;
-    }
+    let held = like_in_background(&app);
+    let response = until_shed(|| app.get("/articles", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
     for path in ["/healthz", "/readyz", "/metrics"] {
@@ -212,34 +165,14 @@ async fn past_the_in_flight_limit_requests_are_shed_at_once_but_health_answers()
 
 #[tokio::test]
 async fn no_connection_free_in_time_is_503_overloaded() {
-    let app = spawn_configured(|config| {
+    let app = spawn_with_fixture_configured(|config| {
         config.db_max_connections = 1;
         config.db_acquire_timeout_ms = 300;
     })
     .await;
     let lock = lock_likes(&app).await;
-    let held = {
-        let client = app.client.clone();
-        let url = app.url("/articles/art-1/like");
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(token("u1"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
-    let mut response = app.get("/articles", None).await;
-    for _ in 0..50 {
-        // Until the held request has taken the one connection, the read may still get it.
-        if response.status() == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        response = app.get("/articles", None).await;
-    }
+    let held = like_in_background(&app);
+    let response = until_shed(|| app.get("/articles", None)).await;
     assert!(response.headers().contains_key("retry-after"));
     assert_problem(response, 503, "overloaded").await;
 
@@ -250,7 +183,7 @@ async fn no_connection_free_in_time_is_503_overloaded() {
 
 #[tokio::test]
 async fn a_half_sent_request_head_is_closed_while_others_are_served() {
-    let app = spawn_configured(|config| config.header_read_timeout_ms = 500).await;
+    let app = spawn_with_fixture_configured(|config| config.header_read_timeout_ms = 500).await;
     let host = app.address.trim_start_matches("http://").to_owned();
     let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
     slow.write_all(b"GET /v1/news/articles HTTP/1.1\r\nHost: x\r\n")

@@ -22,6 +22,11 @@ pub struct TestApp {
 
 /// A pool for `role` with the service's search_path.
 pub async fn pool_as(db: &TestDatabase, role: &str) -> PgPool {
+    pool_of(db, role, 4).await
+}
+
+/// [`pool_as`] with `connections` connections.
+pub async fn pool_of(db: &TestDatabase, role: &str, connections: u32) -> PgPool {
     let url = if role == "admin" {
         db.admin_url()
     } else {
@@ -31,7 +36,7 @@ pub async fn pool_as(db: &TestDatabase, role: &str) -> PgPool {
         .unwrap()
         .options([("search_path", "news")]);
     PgPoolOptions::new()
-        .max_connections(4)
+        .max_connections(connections)
         .connect_with(options)
         .await
         .unwrap()
@@ -90,6 +95,19 @@ pub async fn spawn_with_fixture() -> TestApp {
     let pipeline = pool_as(&app.db, "news_pipeline").await;
     sqlx::raw_sql(FIXTURE).execute(&pipeline).await.unwrap();
     app
+}
+
+/// The small hand-made catalogue of `fixture` served by a service started with
+/// [`start_configured`].
+pub async fn spawn_with_fixture_configured(configure: impl FnOnce(&mut ServeConfig)) -> TestApp {
+    let db = TestDatabase::create().await;
+    migrate(&db.url_for("news_owner"))
+        .await
+        .expect("migrations apply");
+    let pipeline = pool_as(&db, "news_pipeline").await;
+    sqlx::raw_sql(FIXTURE).execute(&pipeline).await.unwrap();
+    pipeline.close().await;
+    start_configured(db, configure).await
 }
 
 pub async fn start(db: TestDatabase, read_url: Option<String>) -> TestApp {

@@ -1,13 +1,15 @@
 //! OpenAPI pieces every service document shares: the problem-details schema, the bearer security
 //! scheme, and the merge of the services' documents that the gateway serves.
 
+use std::collections::BTreeMap;
+
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
     ContentBuilder, InfoBuilder, ObjectBuilder, OpenApiBuilder, Ref, RefOr, Response, Type,
 };
-use utoipa::{Modify, ToSchema};
+use utoipa::{IntoResponses, Modify, ToSchema};
 
 /// An OpenAPI document as [`merge`] takes it: the gateway reads the services' published JSON
 /// back into it (`serde_json::from_slice::<OpenApi>`) to serve their merged document.
@@ -60,6 +62,34 @@ impl Modify for BearerSecurity {
     }
 }
 
+/// A string response header with its description.
+pub fn string_header(description: &str) -> Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(description))
+        .build()
+}
+
+/// 304 to an anonymous read whose `If-None-Match` matches (see [`crate::http::cache`]): no body.
+/// Both services list it for their cacheable reads.
+pub struct NotModified;
+
+impl IntoResponses for NotModified {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        BTreeMap::from([("304".to_owned(), RefOr::T(not_modified()))])
+    }
+}
+
+/// The 304 of [`NotModified`], as the documents describe it.
+pub fn not_modified() -> Response {
+    ResponseBuilder::new()
+        .description("Not modified: the stored answer with this `ETag` is still current.")
+        .header("Cache-Control", string_header("`public, max-age=30`."))
+        .header("ETag", string_header("The current strong validator."))
+        .header("Vary", string_header("`authorization`."))
+        .build()
+}
+
 /// The gateway's document: both services' paths and components under one title, with the
 /// answers the gateway gives itself added to every operation. Documents that already went
 /// through it (parts of the merged document) come out unchanged: the answers are added once.
@@ -87,13 +117,10 @@ pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
 
 /// The `x-request-id` header every answer carries, as every document describes it.
 pub fn request_id_header() -> Header {
-    HeaderBuilder::new()
-        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .description(Some(
-            "The request's id: the client's own `x-request-id` when it is 1 to 128 characters \
-             of `[A-Za-z0-9._:-]`, else a generated UUIDv7. Always present.",
-        ))
-        .build()
+    string_header(
+        "The request's id: the client's own `x-request-id` when it is 1 to 128 characters of \
+         `[A-Za-z0-9._:-]`, else a generated UUIDv7. Always present.",
+    )
 }
 
 fn integer_header(description: &str) -> Header {

@@ -168,6 +168,56 @@ impl TestDatabase {
     pub fn admin_url(&self) -> String {
         self.base.admin_url(&self.name)
     }
+
+    /// A superuser connection holding an exclusive lock on `table` (schema-qualified) until it
+    /// is dropped, so that a service's write to it blocks inside its statement.
+    pub async fn lock_table(&self, table: &str) -> PgConnection {
+        let mut admin = connect_with_retry(&self.admin_url()).await;
+        sqlx::raw_sql(&format!(
+            "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+        ))
+        .execute(&mut admin)
+        .await
+        .expect("lock the table");
+        admin
+    }
+}
+
+/// The statements of `role` in `admin`'s database that meet `condition` (SQL on
+/// `pg_stat_activity`), such as a service's running ones while a test holds a lock: the test's own
+/// connections are another role.
+pub async fn role_statements(admin: &mut PgConnection, role: &str, condition: &str) -> i64 {
+    // Inside the lock's transaction the statistics are a snapshot taken at first use: refresh.
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut *admin)
+        .await
+        .expect("refresh the statistics snapshot");
+    sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE usename = '{role}' AND datname = current_database() AND {condition}"
+    ))
+    .fetch_one(admin)
+    .await
+    .expect("count the role's statements")
+}
+
+/// `request` sent until it is refused with 503, at most 50 times 50 ms apart, and its last
+/// answer: while a test holds a request back, a read may still get in until the held one has been
+/// admitted (or has taken the only connection).
+pub async fn until_shed<F, R>(mut request: F) -> reqwest::Response
+where
+    F: FnMut() -> R,
+    R: std::future::Future<Output = reqwest::Response>,
+{
+    let mut response = request().await;
+    for _ in 0..50 {
+        if response.status() == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        response = request().await;
+    }
+    response
 }
 
 /// Roles and their settings are cluster-wide, and PostgreSQL answers "tuple concurrently
