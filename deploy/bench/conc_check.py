@@ -16,7 +16,12 @@ the replicas), each session in one of these ways:
   drop_retry with a key, dropped, then posted again with the key until it answers 201.
 Two special kinds of learners: `same` (24 sessions at one instant touching one phrase) and
 `late` (a history posted in order, then a 10-days-late session racing an in-order one on one
-phrase). While the writes run, a reader polls `/me/reviews` and `/me/phrases` of the learners
+phrase). With `--aged N` (needs `--db-url`), N more learners first get 6-12 sessions 35-60 days old
+written directly in the database as its admin (older than the API takes: sessions, review log, the
+reference's states and the totals, as the service would hold them), then a random history posted
+with the others: in-order and late sessions on phrases answered before 31 days ago, so the service
+cuts checkpoints (docs/lingo.md, "Checkpoints"); their fresh in-order learner gets the same aged
+part the same way. While the writes run, a reader polls `/me/reviews` and `/me/phrases` of the learners
 being written (every answer 200, every phrase state one that some set of the committed sessions
 gives: a sample of `--racing-states` of the distinct states read) and two exporters copy `/analytics/phrase-progress` and `/analytics/progress`
 incrementally by `updated_since`.
@@ -29,7 +34,8 @@ arithmetic (XP, levels, streaks, counters), and each 201's running `total_xp`. T
 (taken during the writes, plus one run after them) must hold every row's final value. With
 `--db-url`, PostgreSQL itself (read as its admin): every session answered 201 has its row and none
 has two, the review log holds each committed session's answers once, every checkpoint is the
-reference's state before its cut, every stored key's 201 names a session on record, the `learners`
+reference's state before its cut (with `--aged`, the aged learners must have some: none is a
+disagreement), every stored key's 201 names a session on record, the `learners`
 rows add up, and `phrase_due_days` equals the counts recomputed from `phrase_states`. Prints every
 disagreement; exit 1 if any.
 
