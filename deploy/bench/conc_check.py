@@ -751,9 +751,14 @@ def check_learner_rows(db, committed):
 
 def check_aged_checkpoints(db, aged):
     """The aged learners' phrases have checkpoints (else check_checkpoints compared none of theirs)."""
-    n = db.rows("SELECT count(*) AS n FROM lingo.phrase_checkpoints WHERE learner_id = ANY (ARRAY[%s])"
-                % ", ".join(f"'{name}'" for name in aged))[0]["n"]
-    print(f"phrase_checkpoints: {n} rows of the {len(aged)} aged learners", file=sys.stderr)
+    # A session in time order cuts just after the phrase's last answer, a late one (or an in-order
+    # one whose phrase was last answered before then) at 31 days before it arrived.
+    row = db.rows("""
+        SELECT count(*) AS n, count(*) FILTER (WHERE cut = last_reviewed_at + interval '1 microsecond') AS after_last
+        FROM lingo.phrase_checkpoints WHERE learner_id = ANY (ARRAY[%s])""" % ", ".join(f"'{name}'" for name in aged))[0]
+    n = row["n"]
+    print(f"phrase_checkpoints: {n} rows of the {len(aged)} aged learners, {row['after_last']} of them cut "
+          f"just after the phrase's last answer, {n - row['after_last']} at 31 days before a session", file=sys.stderr)
     count("database: checkpoints of aged learners", n)
     if n == 0:
         problem(f"phrase_checkpoints has no row of the {len(aged)} aged learners: the checkpoints went unchecked")
