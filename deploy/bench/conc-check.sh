@@ -11,6 +11,9 @@
 #
 #   deploy/bench/conc-check.sh [--crash] [conc_check.py options, e.g. --learners 40 --inflight 48 --seed 7]
 #
+# `--aged N` writes N learners' histories 35-60 days old in the database before the writes, so that
+# the service cuts checkpoints and the checkpoint check compares some (docs/lingo.md, "Checkpoints").
+#
 # --crash (first, before conc_check.py's options): processes crash while the writes run. Every
 # 1.5-4 s one of the two replicas, picked at random, is killed (kill -9) and started again on its
 # port after 0-1 s; twice, instead, PostgreSQL is stopped as in a crash (pg_ctl stop -m immediate)

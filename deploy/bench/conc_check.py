@@ -16,7 +16,12 @@ the replicas), each session in one of these ways:
   drop_retry with a key, dropped, then posted again with the key until it answers 201.
 Two special kinds of learners: `same` (24 sessions at one instant touching one phrase) and
 `late` (a history posted in order, then a 10-days-late session racing an in-order one on one
-phrase). While the writes run, a reader polls `/me/reviews` and `/me/phrases` of the learners
+phrase). With `--aged N` (needs `--db-url`), N more learners first get 6-12 sessions 35-60 days old
+written directly in the database as its admin (older than the API takes: sessions, review log, the
+reference's states and the totals, as the service would hold them), then a random history posted
+with the others: in-order and late sessions on phrases answered before 31 days ago, so the service
+cuts checkpoints (docs/lingo.md, "Checkpoints"); their fresh in-order learner gets the same aged
+part the same way. While the writes run, a reader polls `/me/reviews` and `/me/phrases` of the learners
 being written (every answer 200, every phrase state one that some set of the committed sessions
 gives: a sample of `--racing-states` of the distinct states read) and two exporters copy `/analytics/phrase-progress` and `/analytics/progress`
 incrementally by `updated_since`.
@@ -29,7 +34,8 @@ arithmetic (XP, levels, streaks, counters), and each 201's running `total_xp`. T
 (taken during the writes, plus one run after them) must hold every row's final value. With
 `--db-url`, PostgreSQL itself (read as its admin): every session answered 201 has its row and none
 has two, the review log holds each committed session's answers once, every checkpoint is the
-reference's state before its cut, every stored key's 201 names a session on record, the `learners`
+reference's state before its cut (with `--aged`, the aged learners must have some: none is a
+disagreement), every stored key's 201 names a session on record, the `learners`
 rows add up, and `phrase_due_days` equals the counts recomputed from `phrase_states`. Prints every
 disagreement; exit 1 if any.
 
@@ -53,6 +59,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
@@ -138,6 +145,79 @@ def random_history(rng, learner, now):
         answers = None if rng.random() < 0.15 else make_answers(rng, lang, rng.randint(1, 8))
         sessions.append(Session(learner, i, lang, at, answers, rng, rng.choice(MODES)))
     return sessions
+
+
+def aged_history(rng, learner, now):
+    """A history 35-60 days old (`--aged`), older than the API takes: written in the database
+    (`write_aged`), each session at its own whole second (no ties to order)."""
+    instants = sorted({second(now - timedelta(days=35) - timedelta(days=25) * rng.random()) for _ in range(rng.randint(6, 12))})
+    sessions = []
+    for i, at in enumerate(instants):
+        lang = rng.choice(["es", "es", "fr", "fr", "de"])
+        # Indices from 40: durations apart from the recent history's (random_history, < 27).
+        sessions.append(Session(learner, 40 + i, lang, at, make_answers(rng, lang, rng.randint(1, 8)), rng, "aged"))
+    return sessions
+
+
+def aged_sql(learner, sessions):
+    """SQL writing `sessions` (aged, all with answers) for `learner` as the service would have
+    after them: sessions, review-log rows, states (the reference's), the learner's totals (as
+    deploy/bench/phrase-progress.sh's copy_histories). Returns it and the sessions' new ids."""
+    ids = [str(uuid.uuid4()) for _ in sessions]
+    rows = []
+    for sid, s in zip(ids, sessions):
+        pids, ratings = answer_key(s)
+        rows.append({"id": sid, "lang": s.lang, "duration": s.duration, "seen": s.seen, "correct": s.correct,
+                     "xp": s.xp(), "at": rfc3339(s.at), "phrase_ids": pids, "grades": ratings})
+    states = []
+    for pid, st in reference_states(sessions).items():
+        card = st["card"]
+        states.append({"phrase_id": pid, "lang": st["lang"], "stability": min(card.stability, 36500),
+                       "difficulty": card.difficulty, "due_at": rfc3339(second(card.due)), "reviews": st["reviews"],
+                       "correct": st["correct"], "lapses": st["lapses"], "first": rfc3339(st["first"]),
+                       "last": rfc3339(st["last"]), "grade": GRADES[st["grade"]]})
+    doc = json.dumps({"learner": learner, "sessions": rows, "states": states})
+    assert "$aged$" not in doc
+    sql = f"""
+BEGIN;
+CREATE TEMP TABLE aged_doc ON COMMIT DROP AS SELECT $aged${doc}$aged$::jsonb AS d;
+CREATE TEMP TABLE aged_sessions ON COMMIT DROP AS
+  SELECT (d ->> 'learner') AS learner_id, s.*
+  FROM aged_doc, jsonb_to_recordset(d -> 'sessions')
+    AS s (id uuid, lang text, duration int, seen int, correct int, xp int, at timestamptz,
+          phrase_ids text[], grades smallint[]);
+INSERT INTO lingo.study_sessions (id, learner_id, language_code, duration_seconds, phrases_seen,
+                                  phrases_correct, xp_awarded, created_at, studied_at, answer_count)
+  SELECT id, learner_id, lang, duration, seen, correct, xp, at, at, cardinality(phrase_ids) FROM aged_sessions;
+INSERT INTO lingo.phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, grades)
+  SELECT learner_id, at, id, phrase_ids, grades FROM aged_sessions;
+INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, difficulty, due_at,
+                                 reviews, correct, lapses, first_reviewed_at, last_reviewed_at,
+                                 last_grade, updated_at)
+  SELECT d ->> 'learner', s.phrase_id, s.lang, s.stability, s.difficulty, s.due_at, s.reviews, s.correct,
+         s.lapses, s.first, s.last, s.grade, s.last
+  FROM aged_doc, jsonb_to_recordset(d -> 'states')
+    AS s (phrase_id text, lang text, stability real, difficulty real, due_at timestamptz, reviews int,
+          correct int, lapses int, first timestamptz, last timestamptz, grade smallint);
+INSERT INTO lingo.learners (learner_id, total_xp, sessions, updated_at)
+  SELECT learner_id, sum(xp), count(*), max(at) FROM aged_sessions GROUP BY learner_id;
+INSERT INTO lingo.learner_language_totals (learner_id, language_code, sessions, total_duration_seconds,
+                                           phrases_seen, phrases_correct, xp, first_studied_at,
+                                           last_studied_at, updated_at, phrases_started)
+  SELECT learner_id, lang, count(*), sum(duration), sum(seen), sum(correct), sum(xp), min(at), max(at),
+         max(at), (SELECT count(*) FROM aged_doc, jsonb_array_elements(d -> 'states') e
+                   WHERE e ->> 'lang' = a.lang)
+  FROM aged_sessions a GROUP BY learner_id, lang;
+COMMIT;
+"""
+    return sql, ids
+
+
+def write_aged(db, learner, sessions):
+    """Writes the aged sessions of `learner` in the database; returns their ids."""
+    sql, ids = aged_sql(learner, sessions)
+    db.execute(sql)
+    return ids
 
 
 def same_instant_history(rng, learner, now):
@@ -563,6 +643,11 @@ class Database:
                              check=True, capture_output=True, text=True, env={**os.environ, "PGTZ": "UTC"})
         return json.loads(out.stdout)
 
+    def execute(self, sql):
+        """Runs `sql` (statements, as the admin)."""
+        subprocess.run([self.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url], input=sql,
+                       check=True, capture_output=True, text=True)
+
 
 def check_sessions_once(db, learners):
     """Every session answered 201 has its row, and no session has two (a learner's sessions are
@@ -664,6 +749,21 @@ def check_learner_rows(db, committed):
             problem(f"{name}: learners row {row} != {want}")
 
 
+def check_aged_checkpoints(db, aged):
+    """The aged learners' phrases have checkpoints (else check_checkpoints compared none of theirs)."""
+    # A session in time order cuts just after the phrase's last answer, a late one (or an in-order
+    # one whose phrase was last answered before then) at 31 days before it arrived.
+    row = db.rows("""
+        SELECT count(*) AS n, count(*) FILTER (WHERE cut = last_reviewed_at + interval '1 microsecond') AS after_last
+        FROM lingo.phrase_checkpoints WHERE learner_id = ANY (ARRAY[%s])""" % ", ".join(f"'{name}'" for name in aged))[0]
+    n = row["n"]
+    print(f"phrase_checkpoints: {n} rows of the {len(aged)} aged learners, {row['after_last']} of them cut "
+          f"just after the phrase's last answer, {n - row['after_last']} at 31 days before a session", file=sys.stderr)
+    count("database: checkpoints of aged learners", n)
+    if n == 0:
+        problem(f"phrase_checkpoints has no row of the {len(aged)} aged learners: the checkpoints went unchecked")
+
+
 def check_database(db, learners, committed):
     check_sessions_once(db, learners)
     check_review_log(db, committed)
@@ -728,6 +828,9 @@ def main():
     ap.add_argument("--same", type=int, default=4, help="learners with 24 sessions at one instant")
     ap.add_argument("--late", type=int, default=6, help="learners with a late session racing an in-order one")
     ap.add_argument("--heavy", type=int, default=0, help="learners with 40 sessions of 50-150 answers")
+    ap.add_argument("--aged", type=int, default=0,
+                    help="learners with a history 35-60 days old written in the database first (needs --db-url), "
+                         "then recent sessions posted like the others': the service cuts checkpoints")
     ap.add_argument("--burst", type=int, default=0, help="sessions of one learner posted all at once, first")
     ap.add_argument("--batch", type=int, default=3, help="learners whose sessions are shuffled together")
     ap.add_argument("--inflight", type=int, default=48)
@@ -746,6 +849,8 @@ def main():
                     help="processes crash during the writes (conc-check.sh --crash): 503 database_unavailable "
                          "allowed, reads retried longer; the writes' end is signalled in FOLDER")
     args = ap.parse_args()
+    if args.aged and not args.db_url:
+        ap.error("--aged writes in the database: it needs --db-url")
     if args.spread_secs is None:
         args.spread_secs = 30 if args.crash else 0
     if args.crash:
@@ -772,6 +877,16 @@ def main():
         learners[burst] = learners[burst][: args.burst]
         for i, s in enumerate(learners[burst]):
             s.duration = 1 + i  # unique again once the histories are joined
+    # Aged learners: their old part written in the database now, the recent part posted below.
+    db = Database(args.psql or "psql", args.db_url) if args.db_url else None
+    aged = {}
+    for i in range(args.aged):
+        name = f"{run}-aged-{i}"
+        aged[name] = aged_history(rng, name, now)
+        for s, sid in zip(aged[name], write_aged(db, name, aged[name])):
+            s.id, s.known = sid, True
+        learners[name] = aged[name] + random_history(rng, name, now)
+        count("aged: sessions written in the database", len(aged[name]))
     late_pairs = {}
     for i in range(args.late):
         name = f"{run}-late-{i}"
@@ -806,7 +921,7 @@ def main():
     rng.shuffle(names)
     tasks = []
     for b in range(0, len(names), args.batch):
-        batch = [s for n in names[b:b + args.batch] for s in learners[n]]
+        batch = [s for n in names[b:b + args.batch] for s in learners[n] if s.mode != "aged"]
         rng.shuffle(batch)
         tasks.extend(batch)
     racing_reads = []
@@ -884,7 +999,9 @@ def main():
         count("sessions committed", len(sessions))
         count("answers committed", sum(len(s.answers or []) for s in sessions))
         seq = name + "-seq"
-        for s in ordered(sessions):
+        if name in aged:  # older than the API takes: written as for the learner
+            write_aged(db, seq, [s for s in sessions if s.mode == "aged"])
+        for s in ordered([s for s in sessions if s.mode != "aged"]):
             status, hdrs, body = call(poster.urls[1 % len(poster.urls)], "POST", "/me/study-sessions", poster.tok(seq), s.body())
             if status != 201:
                 problem(f"{seq}: {status} {body}")
@@ -946,7 +1063,9 @@ def main():
 
     phase_over("exports")
     if args.db_url:
-        check_database(Database(args.psql or "psql", args.db_url), learners, committed)
+        check_database(db, learners, committed)
+        if args.aged:
+            check_aged_checkpoints(db, aged)
         phase_over("database")
 
     print(json.dumps({"write_secs": round(write_secs, 1), "secs_after_the_writes": phase_secs, "exporter_runs_during_writes": exporter_runs_during,
