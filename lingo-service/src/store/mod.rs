@@ -8,6 +8,8 @@
 //!
 //! Functions return the resources of `domain/`; their row types stay private here.
 
+pub mod analytics;
+pub mod catalogue;
 pub mod languages;
 pub mod phrase_progress;
 pub mod phrases;

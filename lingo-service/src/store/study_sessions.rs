@@ -166,3 +166,14 @@ pub async fn find_for<'e>(
     .await?;
     Ok(session)
 }
+
+/// How many sessions `learner_id` has recorded.
+pub async fn count_for<'e>(db: impl PgExecutor<'e>, learner_id: &str) -> Result<i64> {
+    let count = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM study_sessions WHERE learner_id = $1"#,
+        learner_id
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(count)
+}
