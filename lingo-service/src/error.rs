@@ -2,9 +2,10 @@
 //!
 //! [`ErrorCode`] declares each lingo-specific `code` once (status, default detail, the text the
 //! OpenAPI document shows); the codes every service shares come from shared-auth. Database
-//! errors become a problem here too: a constraint a request can legitimately violate is named
-//! next to its statement in `store/` through [`on_constraint`], an unreachable database is a 503,
-//! anything else a 500 logged with its cause and rendered without it.
+//! errors become a problem here too: a constraint a request can legitimately violate is mapped to
+//! its problem in one place, [`on_constraint`] (the statement that can hit it names it beside it in
+//! `store/`), an unreachable database is a 503, anything else a 500 logged with its cause and
+//! rendered without it.
 
 use axum::response::{IntoResponse, Response};
 use shared_auth::{AuthError, Problem};
@@ -49,21 +50,15 @@ impl From<ErrorCode> for Error {
     }
 }
 
-/// Maps a violation of `constraint` to `code` and passes every other error on unchanged; used
-/// on the one statement that can hit the constraint (a race the client caused, such as a
-/// language deleted by the pipeline between our check and our insert).
-pub fn on_constraint(constraint: &'static str, code: ErrorCode) -> impl Fn(sqlx::Error) -> Error {
-    move |error| {
-        let violated = error
-            .as_database_error()
-            .and_then(|db| db.constraint())
-            .is_some_and(|name| name == constraint);
-        if violated {
-            code.into()
-        } else {
-            Error::Database(error)
-        }
-    }
+/// Constraint names a statement can violate in a race the client caused, mapped to the problems
+/// they mean; the statement that can hit each one names it beside it (see `store/`).
+pub fn on_constraint(name: &str) -> Option<Problem> {
+    let code = match name {
+        // A language the pipeline deleted between the request's check and the session's insert.
+        "study_sessions_language_code_fkey" => ErrorCode::UnknownLanguage,
+        _ => return None,
+    };
+    Some(code.into())
 }
 
 impl Error {
@@ -71,10 +66,9 @@ impl Error {
         match self {
             Self::Problem(problem) => problem.clone(),
             Self::Auth(error) => error.to_problem(),
-            // Constraints a request can cause were mapped at their statement (`on_constraint`).
             Self::Database(error) => shared_auth::pg::pool::database_problem(
                 error,
-                |_| None,
+                on_constraint,
                 shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS,
             ),
             Self::Internal(error) => {
@@ -112,6 +106,14 @@ mod tests {
             assert!(code.status().is_client_error(), "{code:?}");
             assert!(!code.description().is_empty() && !code.detail().is_empty());
         }
+    }
+
+    #[test]
+    fn race_constraints_map_to_contract_codes() {
+        let problem = on_constraint("study_sessions_language_code_fkey").expect("mapped");
+        assert_eq!(problem.code, "unknown_language");
+        assert_eq!(problem.errors[0].field, "language_code");
+        assert!(on_constraint("something_else").is_none());
     }
 
     #[test]

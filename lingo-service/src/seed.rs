@@ -160,15 +160,7 @@ pub async fn seed_with(pipeline_url: &str, learners: usize) -> anyhow::Result<Se
 
 async fn seed_catalogue(tx: &mut PgConnection) -> anyhow::Result<(usize, usize, usize)> {
     let (codes, names): (Vec<&str>, Vec<&str>) = LANGUAGES.iter().copied().unzip();
-    sqlx::query!(
-        r#"INSERT INTO languages (code, name) SELECT * FROM UNNEST($1::text[], $2::text[])
-         ON CONFLICT (code) DO UPDATE SET name = EXCLUDED.name
-         WHERE languages.name IS DISTINCT FROM EXCLUDED.name"#,
-        &codes as &[&str],
-        &names as &[&str],
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::catalogue::upsert_languages(&mut *tx, &codes, &names).await?;
 
     let mut ids = Vec::new();
     let mut texts = Vec::new();
@@ -191,30 +183,8 @@ async fn seed_catalogue(tx: &mut PgConnection) -> anyhow::Result<(usize, usize, 
             langs.push(*language);
         }
     }
-    sqlx::query!(
-        r#"INSERT INTO phrases (id, text, language_code)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[])
-         ON CONFLICT (id) DO UPDATE SET
-           text = EXCLUDED.text, language_code = EXCLUDED.language_code, updated_at = now()
-         WHERE (phrases.text, phrases.language_code)
-               IS DISTINCT FROM (EXCLUDED.text, EXCLUDED.language_code)"#,
-        &ids,
-        &texts as &[&str],
-        &langs as &[&str],
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        r#"INSERT INTO phrase_translations (phrase_id, language_code, text)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[])
-         ON CONFLICT (phrase_id, language_code) DO UPDATE SET text = EXCLUDED.text
-         WHERE phrase_translations.text IS DISTINCT FROM EXCLUDED.text"#,
-        &t_ids,
-        &t_langs as &[&str],
-        &t_texts as &[&str],
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::catalogue::upsert_phrases(&mut *tx, &ids, &texts, &langs).await?;
+    store::catalogue::upsert_translations(&mut *tx, &t_ids, &t_langs, &t_texts).await?;
     Ok((LANGUAGES.len(), ids.len(), t_ids.len()))
 }
 
@@ -264,68 +234,26 @@ async fn seed_analytics(
         }
     }
 
-    sqlx::query!(
-        r#"INSERT INTO phrase_views (id, phrase_id, learner_id, viewed_at, correct)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bool[])
-         ON CONFLICT (id) DO UPDATE SET phrase_id = EXCLUDED.phrase_id,
-           learner_id = EXCLUDED.learner_id, viewed_at = EXCLUDED.viewed_at,
-           correct = EXCLUDED.correct
-         WHERE (phrase_views.phrase_id, phrase_views.learner_id, phrase_views.viewed_at,
-                phrase_views.correct) IS DISTINCT FROM
-               (EXCLUDED.phrase_id, EXCLUDED.learner_id, EXCLUDED.viewed_at, EXCLUDED.correct)"#,
-        &views.ids,
-        &views.phrase_ids,
-        &views.learner_ids,
-        &views.viewed_at,
-        &views.correct,
-    )
-    .execute(&mut *tx)
-    .await?;
+    let phrase_views = store::analytics::PhraseViews {
+        ids: &views.ids,
+        phrase_ids: &views.phrase_ids,
+        learner_ids: &views.learner_ids,
+        viewed_at: &views.viewed_at,
+        correct: &views.correct,
+    };
+    store::analytics::upsert_views(&mut *tx, &phrase_views).await?;
 
-    sqlx::query!(
-        r#"INSERT INTO phrase_engagement (learner_id, phrase_id, attempts, correct, last_seen_at)
-         SELECT learner_id, phrase_id, count(*), count(*) FILTER (WHERE correct), max(viewed_at)
-         FROM phrase_views GROUP BY learner_id, phrase_id
-         ON CONFLICT (learner_id, phrase_id) DO UPDATE SET attempts = EXCLUDED.attempts,
-           correct = EXCLUDED.correct, last_seen_at = EXCLUDED.last_seen_at
-         WHERE (phrase_engagement.attempts, phrase_engagement.correct,
-                phrase_engagement.last_seen_at) IS DISTINCT FROM
-               (EXCLUDED.attempts, EXCLUDED.correct, EXCLUDED.last_seen_at)"#,
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::analytics::derive_engagement(&mut *tx).await?;
 
-    sqlx::query!(
-        r#"INSERT INTO phrase_stats_cache (phrase_id, view_count, learner_count, accuracy, refreshed_at)
-         SELECT phrase_id, count(*), count(DISTINCT learner_id),
-                round(avg(CASE WHEN correct THEN 1 ELSE 0 END)
-                      FILTER (WHERE correct IS NOT NULL), 4)::double precision,
-                max(viewed_at)
-         FROM phrase_views GROUP BY phrase_id
-         ON CONFLICT (phrase_id) DO UPDATE SET view_count = EXCLUDED.view_count,
-           learner_count = EXCLUDED.learner_count, accuracy = EXCLUDED.accuracy,
-           refreshed_at = EXCLUDED.refreshed_at
-         WHERE (phrase_stats_cache.view_count, phrase_stats_cache.learner_count,
-                phrase_stats_cache.accuracy, phrase_stats_cache.refreshed_at) IS DISTINCT FROM
-               (EXCLUDED.view_count, EXCLUDED.learner_count, EXCLUDED.accuracy,
-                EXCLUDED.refreshed_at)"#,
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::analytics::derive_stats_cache(&mut *tx).await?;
 
-    sqlx::query!(
-        r#"INSERT INTO phrase_recommendations (learner_id, phrase_id, score, generated_at)
-         SELECT l, p, s, $4 FROM UNNEST($1::text[], $2::text[], $3::float8[]) AS u(l, p, s)
-         ON CONFLICT (learner_id, phrase_id) DO UPDATE SET score = EXCLUDED.score,
-           generated_at = EXCLUDED.generated_at
-         WHERE (phrase_recommendations.score, phrase_recommendations.generated_at)
-               IS DISTINCT FROM (EXCLUDED.score, EXCLUDED.generated_at)"#,
+    store::analytics::upsert_recommendations(
+        &mut *tx,
         &recs.learner_ids,
         &recs.phrase_ids,
         &recs.scores,
         epoch,
     )
-    .execute(&mut *tx)
     .await?;
     Ok((views.ids.len(), recs.phrase_ids.len()))
 }
@@ -340,12 +268,7 @@ const DEMO_PHRASES: usize = 30;
 pub async fn seed_demo_sessions(app_url: &str) -> anyhow::Result<usize> {
     let mut connection = db::connect_one(app_url).await?;
     let mut tx = connection.begin().await?;
-    let existing = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "count!" FROM study_sessions WHERE learner_id = $1"#,
-        DEMO_LEARNER
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let existing = store::study_sessions::count_for(&mut *tx, DEMO_LEARNER).await?;
     if existing > 0 {
         return Ok(0);
     }

@@ -1,5 +1,6 @@
 //! The news-service binary: parses the command line, starts telemetry and runs one command
-//! (`serve`, `migrate`, `seed`, `import`, `mint-token`); everything else is in the library.
+//! (`serve`, `migrate`, `seed`, `import`, `recount`, `mint-token`); everything else is in the
+//! library.
 
 use std::process::ExitCode;
 

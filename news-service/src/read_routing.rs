@@ -415,7 +415,7 @@ mod tests {
         assert!(!sqlx::Error::RowNotFound.is_unavailable());
         let error = crate::error::Error::from(sqlx::Error::PoolTimedOut);
         assert!(error.is_unavailable());
-        let refusal = crate::error::Error::from(shared_auth::Problem::not_found("x"));
+        let refusal = crate::error::Error::from(crate::error::ErrorCode::ArticleNotFound);
         assert!(!refusal.is_unavailable());
     }
 }

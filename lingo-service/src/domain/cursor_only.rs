@@ -27,3 +27,33 @@ pub fn cursor<C>(
     let decoded = cursor::given(given).map(|text| decode(text).ok_or(ErrorCode::InvalidCursor));
     Ok(decoded.transpose()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(error: crate::error::Error) -> String {
+        error.to_problem().code.into_owned()
+    }
+
+    #[test]
+    fn an_offset_is_refused_rather_than_ignored() {
+        let refused = paging(Some(10), true).expect_err("offset given");
+        assert_eq!(code_of(refused), "invalid_query");
+        assert_eq!(paging(Some(10), false).expect("in range").limit, 10);
+        assert_eq!(
+            code_of(paging(Some(0), false).expect_err("limit 0")),
+            "invalid_query"
+        );
+    }
+
+    #[test]
+    fn an_empty_cursor_is_none_and_a_refused_one_is_invalid_cursor() {
+        let decode = |text: &str| text.parse::<u32>().ok();
+        assert_eq!(cursor(None, decode).expect("none"), None);
+        assert_eq!(cursor(Some(""), decode).expect("empty is none"), None);
+        assert_eq!(cursor(Some("7"), decode).expect("decodes"), Some(7));
+        let refused = cursor(Some("x"), decode).expect_err("does not decode");
+        assert_eq!(refused.code, "invalid_cursor");
+    }
+}

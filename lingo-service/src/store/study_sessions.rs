@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::study_session::{StudySession, StudySessionCreated, StudySessionInput};
 use crate::domain::xp::session_xp;
-use crate::error::{ErrorCode, Result, on_constraint};
+use crate::error::Result;
 use crate::store;
 
 /// Writes the session, its answers with the phrase states they change, and the learner's totals.
@@ -92,13 +92,11 @@ pub async fn record(
         &log.grades,
     )
     .fetch_one(&mut *tx)
-    .await
-    // The session's key is checked first (its row is queued first), and the totals' key to
-    // `languages` names the same language.
-    .map_err(on_constraint(
-        "study_sessions_language_code_fkey",
-        ErrorCode::UnknownLanguage,
-    ))?;
+    // A language the pipeline deleted since the request's check fails
+    // `study_sessions_language_code_fkey`, which `error::on_constraint` turns into 422
+    // `unknown_language`: the session's key is checked first (its row is queued first), and the
+    // totals' key to `languages` names the same language.
+    .await?;
     let session = StudySession {
         id: row.id,
         language_code: row.language_code,
@@ -167,4 +165,15 @@ pub async fn find_for<'e>(
     .fetch_optional(db)
     .await?;
     Ok(session)
+}
+
+/// How many sessions `learner_id` has recorded.
+pub async fn count_for<'e>(db: impl PgExecutor<'e>, learner_id: &str) -> Result<i64> {
+    let count = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM study_sessions WHERE learner_id = $1"#,
+        learner_id
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(count)
 }

@@ -544,3 +544,31 @@ async fn no_body_at_all_is_400_and_an_untyped_body_415() {
     let response = post().body(body).send().await.unwrap();
     assert_problem(response, 415, "unsupported_media_type").await;
 }
+
+/// A language the pipeline deletes between the request's check and the session's insert: the
+/// insert's foreign key is answered 422 `unknown_language`, never a 500 (`error::on_constraint`).
+/// The store is called directly with a language that never existed, as the race would leave it.
+#[tokio::test]
+async fn a_language_gone_before_the_insert_is_unknown_language() {
+    use sqlx::Connection;
+
+    let app = spawn_app().await;
+    let url = app.db.url_for("lingo_app");
+    let mut connection = lingo_service::db::connect_one(&url)
+        .await
+        .expect("connect as lingo_app");
+    let mut tx = connection.begin().await.expect("begin");
+    let input: lingo_service::domain::study_session::StudySessionInput =
+        serde_json::from_value(session("xx", 60, 5, 4)).expect("a valid input");
+    let error = lingo_service::store::study_sessions::record(
+        &mut tx,
+        "learner-race",
+        &input,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect_err("no such language");
+    let problem = error.to_problem();
+    assert_eq!(problem.status, 422, "{problem:?}");
+    assert_eq!(problem.code, "unknown_language");
+}

@@ -57,7 +57,9 @@ struct ProblemBody<'a> {
 }
 
 impl Problem {
-    pub fn new(status: StatusCode, code: impl Into<Cow<'static, str>>) -> Self {
+    /// Private: a problem's code comes from a declared [`ErrorCode`] ([`Problem::from_code`]) or
+    /// from its status ([`Problem::from_status`]), never from a string written at the call site.
+    fn new(status: StatusCode, code: impl Into<Cow<'static, str>>) -> Self {
         Self {
             status,
             code: code.into(),
@@ -105,11 +107,6 @@ impl Problem {
         Self::from_code(SharedCode::InvalidQuery).with_detail(detail)
     }
 
-    /// 404 with a resource-specific code such as `phrase_not_found`.
-    pub fn not_found(code: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code)
-    }
-
     /// 422 `validation_failed` with one entry per bad field.
     pub fn validation(errors: Vec<FieldError>) -> Self {
         let detail = errors
@@ -122,23 +119,9 @@ impl Problem {
         problem
     }
 
-    /// 422 with a specific code for one field, e.g. `unknown_language`.
-    pub fn unprocessable(
-        code: impl Into<Cow<'static, str>>,
-        field: &str,
-        message: impl Into<String>,
-    ) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code).with_field(field, message)
-    }
-
     /// 500 that says nothing about its cause; log the cause before returning this.
     pub fn internal() -> Self {
         Self::from_code(SharedCode::InternalError)
-    }
-
-    /// 503 for a dependency that is down (the database, an upstream), with `Retry-After`.
-    pub fn unavailable(code: impl Into<Cow<'static, str>>, retry_after_secs: u32) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, code).with_retry_after(retry_after_secs)
     }
 
     /// The generic problem for a bare status produced outside our handlers (axum's rejections,
