@@ -19,7 +19,7 @@ use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
 use shared_auth::pg::pool_health::{CheckEvery, PoolHealth};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState};
@@ -73,7 +73,9 @@ pub struct Application {
     listener: TcpListener,
     local_addr: SocketAddr,
     state: AppState,
-    cleanup: AbortOnDrop,
+    /// The sweep of expired `Idempotency-Key` records, aborted when the application is dropped:
+    /// one built and never run, or one that stopped, leaves no sweep behind.
+    cleanup: AbortOnDropHandle<()>,
     limits: LoadLimits,
     header_read_timeout: Duration,
 }
@@ -105,7 +107,7 @@ impl Application {
             .with_context(|| format!("cannot listen on {}", config.listen_addr))?;
         let local_addr = listener.local_addr()?;
         let cleanup_every = Duration::from_secs(config.idempotency_cleanup_secs.max(1));
-        let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
+        let cleanup = AbortOnDropHandle::new(tokio::spawn(idempotency::cleanup_task(
             db.clone(),
             cleanup_every,
         )));
@@ -162,15 +164,5 @@ impl Application {
         db.close().await;
         tracing::info!("lingo-service stopped");
         served.context("serving HTTP")
-    }
-}
-
-/// Aborts the task when dropped: an application built and never run, or one that stopped,
-/// leaves no sweep behind.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

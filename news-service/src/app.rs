@@ -11,7 +11,7 @@ use shared_auth::http::load::LoadLimits;
 use shared_auth::http::metrics::HttpMetrics;
 use shared_auth::pg::pool::DATABASE_RETRY_AFTER_SECS;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::ServeConfig;
 use crate::state::{ApiDocument, AppState, Db, SearchSlots};
@@ -46,19 +46,11 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     header_read_timeout: Duration,
-    cleanup: AbortOnDrop,
+    /// The sweep of expired `Idempotency-Key` records. Both tasks are aborted when the
+    /// application is dropped: one built and never run, or one that stopped, leaves none behind.
+    cleanup: AbortOnDropHandle<()>,
     /// The counter slot folder; `None` when NEWS_COUNTER_FOLD_INTERVAL_MS is 0.
-    folder: Option<AbortOnDrop>,
-}
-
-/// Aborts the task when dropped: an application built and never run, or one that stopped,
-/// leaves no sweep behind.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    folder: Option<AbortOnDropHandle<()>>,
 }
 
 impl Application {
@@ -82,12 +74,12 @@ impl Application {
             &config.read_routing,
         )?;
         let verifier = Verifier::from_config(&config.auth).await?;
-        let cleanup = AbortOnDrop(tokio::spawn(idempotency::cleanup_task(
+        let cleanup = AbortOnDropHandle::new(tokio::spawn(idempotency::cleanup_task(
             db.primary.clone(),
             Duration::from_secs(config.idempotency_cleanup_secs.max(1)),
         )));
         let folder = (config.counter_fold_interval_ms > 0).then(|| {
-            AbortOnDrop(tokio::spawn(counter_fold::fold_task(
+            AbortOnDropHandle::new(tokio::spawn(counter_fold::fold_task(
                 db.primary.clone(),
                 Duration::from_millis(config.counter_fold_interval_ms),
             )))
