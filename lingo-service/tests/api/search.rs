@@ -246,3 +246,60 @@ async fn a_search_answers_a_page_and_refuses_an_empty_or_long_q() {
         assert_problem(response, 400, "invalid_query").await;
     }
 }
+
+/// `char::is_whitespace` (what `str::trim` removes) as regex escapes, runs joined into ranges.
+fn whitespace_class() -> String {
+    let chars: Vec<u32> = (0..=u32::from(char::MAX))
+        .filter(|c| char::from_u32(*c).is_some_and(char::is_whitespace))
+        .collect();
+    let mut class = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let mut j = i;
+        while j + 1 < chars.len() && chars[j + 1] == chars[j] + 1 {
+            j += 1;
+        }
+        class.push_str(&format!("\\u{:04X}", chars[i]));
+        if j > i {
+            class.push_str(&format!("-\\u{:04X}", chars[j]));
+        }
+        i = j + 1;
+    }
+    class
+}
+
+/// Contract fuzzing sent `q` values the document allowed (a white-space-only `q`, a `q` with a
+/// NUL) and the service refused with 400: the document's `q` must refuse them too, as news
+/// search's does, so a schema-valid search is never refused.
+#[tokio::test]
+async fn the_document_refuses_the_q_the_search_refuses() {
+    let app = small_catalogue().await;
+    let document: Value = app
+        .get("/v1/lingo/openapi.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let parameters = document["paths"]["/v1/lingo/phrases"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let q = parameters.iter().find(|p| p["name"] == "q").unwrap();
+    let expected = format!("^[^\\u0000]*[^\\u0000{}][^\\u0000]*$", whitespace_class());
+    assert_eq!(q["schema"]["pattern"], expected.as_str());
+    // The pattern's class is what the service trims: a `q` of any one of them alone is refused.
+    for blank in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+        if !blank.is_whitespace() {
+            continue;
+        }
+        let mut bytes = [0; 4];
+        let encoded: String = blank
+            .encode_utf8(&mut bytes)
+            .bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect();
+        let response = app
+            .get(&format!("/v1/lingo/phrases?q={encoded}"), None)
+            .await;
+        assert_problem(response, 400, "invalid_query").await;
+    }
+}

@@ -103,7 +103,9 @@ pub fn merge(documents: impl IntoIterator<Item = OpenApi>) -> OpenApi {
                     "The lingo and news APIs behind the gateway. Errors are RFC 9457 problem \
                      details (application/problem+json) with a stable `code`. Every answer under \
                      `/v1` carries the gateway's `RateLimit-Limit`, `RateLimit-Remaining` and \
-                     `RateLimit-Reset` headers (the caller's budget) besides `x-request-id`.",
+                     `RateLimit-Reset` headers (the caller's budget) besides `x-request-id`, \
+                     except the 404 and 405 of its route table and CORS preflights, which \
+                     count against no budget.",
                 ))
                 .build(),
         )
