@@ -50,13 +50,14 @@ struct ListQuery {
     /// Search: the phrases whose text or any translation contains every word of `q`, the last
     /// word also as the start of a word (type-ahead), ignoring case and accents, best match
     /// first (see the operation's description). 1 to 100 characters after trimming, no U+0000.
-    // The pattern is news search's: its middle class is exactly what `str::trim` removes plus
-    // U+0000, so a `q` the schema admits is never refused (tests/api/search.rs holds the two
-    // equal).
+    // The pattern says what the service checks, as news search's does: no U+0000, and 1 to 100
+    // characters between the white space `str::trim` removes (its class, which
+    // tests/api/search.rs holds equal to Rust's), so a `q` the schema admits is never refused
+    // and one it refuses never answered. No `maxLength`: the white space around `q` does not
+    // count.
     #[param(
         min_length = 1,
-        max_length = 100,
-        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000][^\u0000]*$",
+        pattern = r"^[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000](?:[^\u0000]{0,98}[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000])?[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*$",
         example = "donde esta"
     )]
     q: Option<String>,

@@ -270,7 +270,8 @@ fn whitespace_class() -> String {
 
 /// Contract fuzzing sent `q` values the document allowed (a white-space-only `q`, a `q` with a
 /// NUL) and the service refused with 400: the document's `q` must refuse them too, as news
-/// search's does, so a schema-valid search is never refused.
+/// search's does, so a schema-valid search is never refused; and a `q` the service takes (100
+/// characters with white space around) must be one the document admits.
 #[tokio::test]
 async fn the_document_refuses_the_q_the_search_refuses() {
     let app = small_catalogue().await;
@@ -284,8 +285,21 @@ async fn the_document_refuses_the_q_the_search_refuses() {
         .as_array()
         .unwrap();
     let q = parameters.iter().find(|p| p["name"] == "q").unwrap();
-    let expected = format!("^[^\\u0000]*[^\\u0000{}][^\\u0000]*$", whitespace_class());
+    let blank = whitespace_class();
+    let expected =
+        format!("^[{blank}]*[^\\u0000{blank}](?:[^\\u0000]{{0,98}}[^\\u0000{blank}])?[{blank}]*$");
     assert_eq!(q["schema"]["pattern"], expected.as_str());
+    // The white space around `q` does not count: no `maxLength`, and the service agrees.
+    assert!(q["schema"]["maxLength"].is_null());
+    let longest = "a".repeat(100);
+    let padded = app
+        .get(&format!("/v1/lingo/phrases?q=%20%20{longest}%0A"), None)
+        .await;
+    assert_eq!(padded.status(), 200);
+    let over = app
+        .get(&format!("/v1/lingo/phrases?q={longest}a"), None)
+        .await;
+    assert_problem(over, 400, "invalid_query").await;
     // The pattern's class is what the service trims: a `q` of any one of them alone is refused.
     for blank in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
         if !blank.is_whitespace() {

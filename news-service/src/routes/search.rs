@@ -33,12 +33,12 @@ struct SearchQuery {
     /// must match, `"quoted words"` match as a phrase, `OR` between words, `-word` excludes.
     /// Stemmed per article language, case- and accent-insensitive. Required, except with a
     /// `cursor`, which keeps its search's `q`: then it may be left out, or given unchanged.
-    // The pattern is the one of a comment's text: its middle class is exactly what `str::trim`
-    // removes plus U+0000 (a test holds the two equal).
+    // The pattern says what the service checks: no U+0000, and 1 to 200 characters between the
+    // white space `str::trim` removes (the class of a comment's text, which a unit test holds
+    // equal to Rust's). No `maxLength`: the white space around `q` does not count.
     #[param(
         min_length = 1,
-        max_length = 200,
-        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000][^\u0000]*$"
+        pattern = r"^[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000](?:[^\u0000]{0,198}[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000])?[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*$"
     )]
     q: Option<String>,
     /// Only articles of this organisation (an unknown id gives an empty page).
