@@ -80,8 +80,9 @@ impl FromStr for CidrList {
 /// 64 MiB: some thousands of pages of articles, a small part of a gateway's memory.
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Everything `gateway serve` reads.
-#[derive(clap::Args, Debug, Clone)]
+/// Everything `gateway serve` reads. No `Debug`: it holds the key configuration (see
+/// `AuthConfig`).
+#[derive(clap::Args, Clone)]
 pub struct GatewayConfig {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "GATEWAY_LISTEN_ADDR", default_value = "127.0.0.1:8080")]

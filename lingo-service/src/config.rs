@@ -6,8 +6,9 @@ use std::time::Duration;
 use shared_auth::AuthConfig;
 use shared_auth::http::load::LoadLimits;
 
-/// Everything `serve` needs; also what tests build to start the service in-process.
-#[derive(clap::Args, Clone, Debug)]
+/// Everything `serve` needs; also what tests build to start the service in-process. No `Debug`:
+/// it holds database URLs with their passwords (see `AuthConfig`).
+#[derive(clap::Args, Clone)]
 pub struct ServeConfig {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "LINGO_LISTEN_ADDR", default_value = "127.0.0.1:8081")]
@@ -84,7 +85,7 @@ impl ServeConfig {
 pub type Config = ServeConfig;
 
 /// `migrate`: runs the migrations as the schema owner.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(clap::Args, Clone)]
 pub struct MigrateArgs {
     /// Database URL of the schema owner `lingo_owner`.
     #[arg(long, env = "LINGO_OWNER_DATABASE_URL", hide_env_values = true)]
@@ -92,7 +93,7 @@ pub struct MigrateArgs {
 }
 
 /// `seed`: writes the demo catalogue and analytics data as the pipeline role.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(clap::Args, Clone)]
 pub struct SeedArgs {
     /// Database URL of the upstream pipeline role `lingo_pipeline`.
     #[arg(long, env = "LINGO_PIPELINE_DATABASE_URL", hide_env_values = true)]

@@ -5,7 +5,7 @@ use lingo_service::config::{MigrateArgs, SeedArgs, ServeConfig};
 use shared_auth::auth::mint::MintArgs;
 use shared_auth::telemetry::{LogFormat, init_logging};
 
-#[derive(Parser, Debug)]
+#[derive(Parser)]
 #[command(
     name = "lingo-service",
     version,
@@ -25,7 +25,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API.
     Serve(Box<ServeConfig>),

@@ -10,7 +10,7 @@ use shared_auth::telemetry::LogFormat;
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8082";
 pub const DEFAULT_SEED_ARTICLES: u64 = 5000;
 
-#[derive(clap::Parser, Debug)]
+#[derive(clap::Parser)]
 #[command(
     name = "news-service",
     version,
@@ -24,7 +24,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(clap::Subcommand, Debug)]
+#[derive(clap::Subcommand)]
 pub enum Command {
     /// Serve the HTTP API.
     Serve(ServeConfig),
@@ -41,8 +41,9 @@ pub enum Command {
     MintToken(MintArgs),
 }
 
-/// Everything `serve` needs; also what tests build to start the service in-process.
-#[derive(clap::Args, Debug, Clone)]
+/// Everything `serve` needs; also what tests build to start the service in-process. No `Debug`:
+/// it holds database URLs with their passwords (see `AuthConfig`).
+#[derive(clap::Args, Clone)]
 pub struct ServeConfig {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "NEWS_LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
@@ -119,14 +120,14 @@ impl ServeConfig {
     }
 }
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct MigrateArgs {
     /// Owner role (news_owner) URL.
     #[arg(long, env = "NEWS_OWNER_DATABASE_URL", hide_env_values = true)]
     pub owner_database_url: String,
 }
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct SeedArgs {
     /// Pipeline role (news_pipeline) URL.
     #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]
@@ -136,7 +137,7 @@ pub struct SeedArgs {
     pub articles: u64,
 }
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct ImportArgs {
     /// Pipeline role (news_pipeline) URL.
     #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]
@@ -148,7 +149,7 @@ pub struct ImportArgs {
     pub no_progress: bool,
 }
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct RecountArgs {
     /// Pipeline role (news_pipeline) URL; the owner role (news_owner) works too.
     #[arg(long, env = "NEWS_PIPELINE_DATABASE_URL", hide_env_values = true)]

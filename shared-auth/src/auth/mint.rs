@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::auth::verify::AuthConfig;
 
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct MintArgs {
     #[command(flatten)]
     pub auth: AuthConfig,

@@ -18,8 +18,10 @@ use crate::auth::token::{Claims, Issuer, PART_ROOM_BYTES, PartRoom, SignedToken,
 /// Tokens longer than this are refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
-/// Key configuration, read from the environment by every binary (and by `mint-token`).
-#[derive(clap::Args, Clone, Debug)]
+/// Key configuration, read from the environment by every binary (and by `mint-token`). No
+/// `Debug`, like every configuration that holds a secret (here the HS256 secret): a secret is
+/// never printed, and without `Debug` no log line or panic message can print it by mistake.
+#[derive(clap::Args, Clone)]
 pub struct AuthConfig {
     /// Required `iss` of every token.
     #[arg(long, env = "AUTH_ISSUER", default_value = "lingo-news-dev")]
