@@ -3,6 +3,7 @@
 
 use lingo_service::db::connect_one;
 use serde_json::Value;
+use shared_auth::testing::whitespace_class;
 use sqlx::PgConnection;
 
 use crate::helpers::{
@@ -245,27 +246,6 @@ async fn a_search_answers_a_page_and_refuses_an_empty_or_long_q() {
         let response = app.get(&format!("/v1/lingo/phrases?{query}"), None).await;
         assert_problem(response, 400, "invalid_query").await;
     }
-}
-
-/// `char::is_whitespace` (what `str::trim` removes) as regex escapes, runs joined into ranges.
-fn whitespace_class() -> String {
-    let chars: Vec<u32> = (0..=u32::from(char::MAX))
-        .filter(|c| char::from_u32(*c).is_some_and(char::is_whitespace))
-        .collect();
-    let mut class = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let mut j = i;
-        while j + 1 < chars.len() && chars[j + 1] == chars[j] + 1 {
-            j += 1;
-        }
-        class.push_str(&format!("\\u{:04X}", chars[i]));
-        if j > i {
-            class.push_str(&format!("-\\u{:04X}", chars[j]));
-        }
-        i = j + 1;
-    }
-    class
 }
 
 /// Contract fuzzing sent `q` values the document allowed (a white-space-only `q`, a `q` with a

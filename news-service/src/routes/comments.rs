@@ -258,28 +258,8 @@ async fn get_comment(
 
 #[cfg(test)]
 mod tests {
+    use shared_auth::testing::whitespace_class;
     use utoipa::PartialSchema;
-
-    /// `char::is_whitespace` as regex escapes, consecutive characters joined into ranges.
-    fn whitespace_class() -> String {
-        let chars: Vec<u32> = (0..=u32::from(char::MAX))
-            .filter(|c| char::from_u32(*c).is_some_and(char::is_whitespace))
-            .collect();
-        let mut class = String::new();
-        let mut i = 0;
-        while i < chars.len() {
-            let mut j = i;
-            while j + 1 < chars.len() && chars[j + 1] == chars[j] + 1 {
-                j += 1;
-            }
-            class.push_str(&format!("\\u{:04X}", chars[i]));
-            if j > i {
-                class.push_str(&format!("-\\u{:04X}", chars[j]));
-            }
-            i = j + 1;
-        }
-        class
-    }
 
     #[test]
     fn the_text_pattern_matches_what_the_server_trims() {

@@ -34,8 +34,8 @@ struct SearchQuery {
     /// Stemmed per article language, case- and accent-insensitive. Required, except with a
     /// `cursor`, which keeps its search's `q`: then it may be left out, or given unchanged.
     // The pattern says what the service checks: no U+0000, and 1 to 200 characters between the
-    // white space `str::trim` removes (the class of a comment's text, which a unit test holds
-    // equal to Rust's). No `maxLength`: the white space around `q` does not count.
+    // white space `str::trim` removes (the class of a comment's text; tests/api/search.rs holds
+    // it equal to Rust's). No `maxLength`: the white space around `q` does not count.
     #[param(
         min_length = 1,
         pattern = r"^[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000](?:[^\u0000]{0,198}[^\u0000\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000])?[\u0009-\u000D\u0020\u0085\u00A0\u1680\u2000-\u200A\u2028-\u2029\u202F\u205F\u3000]*$"

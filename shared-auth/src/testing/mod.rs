@@ -20,6 +20,29 @@ use sqlx::postgres::PgConnection;
 
 use crate::auth::verify::AuthConfig;
 
+/// What `str::trim` removes (`char::is_whitespace`) as a regex class body of `\uXXXX` escapes,
+/// consecutive characters joined into ranges: the white space the documents' text patterns
+/// (a comment's text, search `q`s) must name, for the tests that hold them equal.
+pub fn whitespace_class() -> String {
+    let chars: Vec<u32> = (0..=u32::from(char::MAX))
+        .filter(|c| char::from_u32(*c).is_some_and(char::is_whitespace))
+        .collect();
+    let mut class = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let mut j = i;
+        while j + 1 < chars.len() && chars[j + 1] == chars[j] + 1 {
+            j += 1;
+        }
+        class.push_str(&format!("\\u{:04X}", chars[i]));
+        if j > i {
+            class.push_str(&format!("-\\u{:04X}", chars[j]));
+        }
+        i = j + 1;
+    }
+    class
+}
+
 /// The roles and schemas every database of the system has.
 pub const BOOTSTRAP_SQL: &str = include_str!("../../../deploy/postgres/bootstrap.sql");
 
