@@ -1455,7 +1455,7 @@ async fn due_counts_per_day_follow_every_write_and_give_the_due_totals() {
 
 /// Migration 20261128100001 moves the review log from one row per answer to one row per
 /// session: every answer lands once, in its session's row, in `position` order (rows inserted
-/// out of order here), and nothing else is kept.
+/// out of order here), and nothing else is kept; after the later migrations the old log is gone.
 #[tokio::test]
 async fn the_review_log_moves_to_one_row_per_session_without_losing_an_answer() {
     use sqlx::Connection;
@@ -1537,73 +1537,37 @@ async fn the_review_log_moves_to_one_row_per_session_without_losing_an_answer() 
             ),
         ]
     );
-    let old_log_kind: String = sqlx::query_scalar(
-        "SELECT relkind::text FROM pg_class WHERE oid = 'phrase_reviews'::regclass",
-    )
-    .fetch_one(&mut owner)
-    .await
-    .unwrap();
-    assert_eq!(old_log_kind, "v", "the old log is a view of the new one");
+    // The view of the new log that the move left in the old table's place, for the previous
+    // release's pods, went once those rollouts were over (migration 20261129400001).
+    let old_log: Option<String> = sqlx::query_scalar("SELECT to_regclass('phrase_reviews')::text")
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(old_log, None, "the old log is gone");
 }
 
-/// While a release rolls out, the previous release's pods still serve (deploy/README.md,
-/// "Releases"): its statements on `phrase_reviews` (copied from it) go through the view that
-/// migration 20261128100001 leaves in the table's place, as the service's runtime role.
+/// What migrations kept for the previous releases' pods only is gone (migration
+/// 20261129400001): the old log's view and its function, and the review log's triggers that
+/// dropped checkpoints under late sessions, with their function. Nothing but the service writes
+/// the review log or removes a checkpoint under a session.
 #[tokio::test]
-async fn the_previous_release_reads_and_writes_the_review_log_through_its_view() {
-    use sqlx::Connection;
-
+async fn nothing_kept_for_the_previous_releases_is_left() {
     let app = spawn_app().await;
-    let mut lingo_app = sqlx::PgConnection::connect(&app.db.url_for("lingo_app"))
-        .await
-        .unwrap();
-    let session = "00000000-0000-7000-8000-0000000000aa";
-    // The previous release's insert of a session's answers (a data-modifying CTE, UNNEST of the
-    // answers in position order), reduced to the log's part.
-    let insert = |phrase_ids: Vec<&'static str>, positions: Vec<i32>, grades: Vec<i16>| {
-        sqlx::query(
-            "WITH session AS (SELECT 'old-pod'::text AS learner_id,                     '2026-11-20T08:00:00Z'::timestamptz AS studied_at, $1::uuid AS id),                   answers AS (                     INSERT INTO phrase_reviews                       (learner_id, phrase_id, studied_at, session_id, position, grade)                     SELECT session.learner_id, a.phrase_id, session.studied_at, session.id,                       a.position, a.grade                     FROM session,                       UNNEST($2::text[], $3::int[], $4::smallint[]) AS a (phrase_id, position, grade))              SELECT 1",
-        )
-        .bind(session)
-        .bind(phrase_ids)
-        .bind(positions)
-        .bind(grades)
-    };
-    insert(vec!["p-a", "p-b", "p-a"], vec![0, 1, 2], vec![3, 1, 4])
-        .execute(&mut lingo_app)
-        .await
-        .unwrap();
-    let log: (Vec<String>, Vec<i16>) = sqlx::query_as(
-        "SELECT phrase_ids, grades FROM phrase_review_sessions WHERE learner_id = 'old-pod'",
+    let mut admin = app.admin().await;
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT tgname::text FROM pg_trigger \
+         WHERE tgrelid = 'lingo.phrase_review_sessions'::regclass AND NOT tgisinternal \
+         UNION ALL \
+         SELECT 'lingo.phrase_reviews' WHERE to_regclass('lingo.phrase_reviews') IS NOT NULL \
+         UNION ALL \
+         SELECT name FROM unnest(ARRAY['lingo.phrase_reviews_append()', \
+           'lingo.phrase_checkpoints_before_late_answers()']) AS f (name) \
+         WHERE to_regprocedure(name) IS NOT NULL",
     )
-    .fetch_one(&mut lingo_app)
+    .fetch_all(&mut admin)
     .await
     .unwrap();
-    assert_eq!(
-        log,
-        (
-            vec!["p-a".into(), "p-b".into(), "p-a".into()],
-            vec![3, 1, 4]
-        )
-    );
-
-    // The previous release's read of a late session's history.
-    let history: Vec<(String, i16)> = sqlx::query_as(
-        "SELECT phrase_id, grade FROM phrase_reviews          WHERE learner_id = $1 AND phrase_id = ANY($2)          ORDER BY phrase_id, studied_at, session_id, position",
-    )
-    .bind("old-pod")
-    .bind(vec!["p-a"])
-    .fetch_all(&mut lingo_app)
-    .await
-    .unwrap();
-    assert_eq!(history, vec![("p-a".into(), 3), ("p-a".into(), 4)]);
-
-    // An answer out of order fails rather than landing in the wrong place.
-    let skipped = insert(vec!["p-c"], vec![5], vec![2])
-        .execute(&mut lingo_app)
-        .await;
-    assert!(skipped.is_err(), "{skipped:?}");
-    assert_eq!(app.count("phrase_review_sessions").await, 1);
+    assert_eq!(left, Vec::<String>::new());
 }
 
 /// A late session replays a phrase from its newest checkpoint at or before the session, not from
@@ -1773,65 +1737,4 @@ async fn checkpoints_never_change_a_state_over_months_of_late_and_in_order_sessi
     .await
     .unwrap();
     assert!(checkpoints > 0, "the history never made a checkpoint");
-}
-
-/// While this release rolls out, the previous one's pods still serve (deploy/README.md,
-/// "Releases") and know nothing of checkpoints. A late session one of them records must still
-/// drop the checkpoints cut after it, or a later replay starting there would miss its answers:
-/// the log's trigger (migration 20261128300002) drops them when the row arrives, whoever
-/// writes it. Checkpoints of other phrases, and those cut before the session, stay.
-#[tokio::test]
-async fn a_late_session_written_by_the_previous_release_drops_the_checkpoints_it_makes_wrong() {
-    use sqlx::Connection;
-
-    let app = spawn_app().await;
-    let now = now_seconds();
-    let mut admin = app.admin().await;
-    sqlx::query(
-        "INSERT INTO lingo.phrase_checkpoints (learner_id, phrase_id, cut, stability, \
-           difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
-           last_grade) \
-         SELECT 'old-pod', phrase_id, $1 - cut_days * interval '1 day', 3, 5, $1, 1, 1, 0, \
-           $1 - interval '90 days', $1 - interval '90 days', 3 \
-         FROM (VALUES ('ph-es-001'), ('ph-es-002')) AS p (phrase_id), \
-              (VALUES (40), (12), (3)) AS c (cut_days)",
-    )
-    .bind(now)
-    .execute(&mut admin)
-    .await
-    .unwrap();
-
-    // The previous release's insert of a session's answers, reduced to the log's part: a late
-    // session 10 days ago that answers ph-es-001 only, as the runtime role.
-    let mut lingo_app = sqlx::PgConnection::connect(&app.db.url_for("lingo_app"))
-        .await
-        .unwrap();
-    sqlx::query(
-        "INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, \
-           grades) \
-         VALUES ('old-pod', $1 - interval '10 days', '00000000-0000-7000-8000-0000000000ab', \
-           ARRAY['ph-es-001'], ARRAY[3::smallint])",
-    )
-    .bind(now)
-    .execute(&mut lingo_app)
-    .await
-    .unwrap();
-
-    let left: Vec<(String, i32)> = sqlx::query_as(
-        "SELECT phrase_id, round(extract(epoch FROM $1 - cut) / 86400)::integer \
-         FROM lingo.phrase_checkpoints WHERE learner_id = 'old-pod' ORDER BY phrase_id, cut",
-    )
-    .bind(now)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap();
-    let expected = [
-        ("ph-es-001", 40),
-        ("ph-es-001", 12),
-        ("ph-es-002", 40),
-        ("ph-es-002", 12),
-        ("ph-es-002", 3),
-    ]
-    .map(|(phrase, days)| (phrase.to_owned(), days));
-    assert_eq!(left, expected);
 }

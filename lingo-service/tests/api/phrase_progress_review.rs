@@ -6,7 +6,8 @@
 //! order (`studied_at`, then for sessions of the very same time their answers, then position),
 //! every checkpoint exactly the state after its phrase's answers before its cut, and
 //! `phrase_states.checkpoint_at` the newest cut. Three of them found bugs, fixed since: ties
-//! ordered by arrival, the previous release's appended answers, and cuts in the future.
+//! ordered by arrival, cuts in the future, and the previous release's appended answers (a path
+//! gone since migration 20261129400001, with its test).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -657,94 +658,10 @@ async fn assert_phrase_agrees_with_its_log(app: &TestApp, learner: &str, phrase:
     );
 }
 
-/// Checkpoints of `learner` cut after `at` for any of `phrases`: `(phrase, cut)`.
-async fn checkpoints_after(
-    app: &TestApp,
-    learner: &str,
-    phrases: &[&str],
-    at: DateTime<Utc>,
-) -> Vec<(String, DateTime<Utc>)> {
-    let mut admin = app.admin().await;
-    let phrases: Vec<String> = phrases.iter().map(|p| (*p).to_owned()).collect();
-    sqlx::query_as(
-        "SELECT phrase_id, cut FROM lingo.phrase_checkpoints \
-         WHERE learner_id = $1 AND phrase_id = ANY($2) AND cut > $3 ORDER BY phrase_id, cut",
-    )
-    .bind(learner)
-    .bind(&phrases)
-    .bind(at)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap()
-}
-
 async fn as_runtime_role(app: &TestApp) -> PgConnection {
     PgConnection::connect(&app.db.url_for("lingo_app"))
         .await
         .unwrap()
-}
-
-/// The release before the one-row-per-session log (migration 20261128100001) writes a session's
-/// answers into the view `phrase_reviews`, one row per answer (its statement as
-/// tests/api/phrase_progress.rs copies it): the view's trigger inserts the log row with the
-/// first answer and appends the others with UPDATEs. The rollout trigger of migration
-/// 20261128300002 runs AFTER INSERT only, so it sees the first answer's phrase alone: the other
-/// phrases keep checkpoints cut after the session, and a late session replayed from one of those
-/// misses its answers for good.
-#[tokio::test]
-async fn a_late_session_written_through_the_old_view_drops_the_checkpoints_of_all_its_phrases() {
-    let app = spawn_app().await;
-    let learner = "view-pod";
-    old_history(&app, &[learner]).await;
-    let now = now_seconds();
-    let (two_days, one_day) = (now - Duration::days(2), now - Duration::days(1));
-    let both = [("ph-es-001", "good"), ("ph-es-002", "good")];
-    post_ok(&app, learner, &session_at(Some(two_days), &both)).await;
-    post_ok(&app, learner, &session_at(Some(one_day), &both)).await;
-    for phrase in ["ph-es-001", "ph-es-002"] {
-        assert_eq!(
-            cuts(&app, learner, phrase).await.last(),
-            Some(&(two_days + Duration::microseconds(1)))
-        );
-    }
-
-    // The previous release records a session three days ago, answering both phrases.
-    let late = now - Duration::days(3);
-    sqlx::query(
-        "WITH session AS (SELECT $1::text AS learner_id, $2::timestamptz AS studied_at, \
-           $3::uuid AS id), \
-         answers AS ( \
-           INSERT INTO phrase_reviews \
-             (learner_id, phrase_id, studied_at, session_id, position, grade) \
-           SELECT session.learner_id, a.phrase_id, session.studied_at, session.id, \
-             a.position, a.grade \
-           FROM session, \
-             UNNEST($4::text[], $5::int[], $6::smallint[]) AS a (phrase_id, position, grade)) \
-         SELECT 1",
-    )
-    .bind(learner)
-    .bind(late)
-    .bind(Uuid::now_v7())
-    .bind(vec!["ph-es-001", "ph-es-002"])
-    .bind(vec![0, 1])
-    .bind(vec![1i16, 1])
-    .execute(&mut as_runtime_role(&app).await)
-    .await
-    .unwrap();
-
-    // This release then gets a late session 36 hours ago for ph-es-002: it replays from the
-    // newest checkpoint at or before it, which must hold the answer of three days ago.
-    post_ok(
-        &app,
-        learner,
-        &session_at(Some(now - Duration::hours(36)), &[("ph-es-002", "hard")]),
-    )
-    .await;
-    assert_phrase_agrees_with_its_log(&app, learner, "ph-es-002").await;
-    assert_eq!(
-        checkpoints_after(&app, learner, &["ph-es-001", "ph-es-002"], late).await,
-        []
-    );
 }
 
 /// Migration 20261128300002 fires only for log rows with `studied_at` before the statement's
