@@ -1,13 +1,14 @@
 //! An adversarial review of the phrase-progress write path (late sessions, checkpoints, the
-//! previous release's log writes, the analytics export), by tests through HTTP and PostgreSQL.
+//! analytics export), by tests through HTTP and PostgreSQL.
 //!
 //! The oracle of most tests is [`assert_agrees_with_the_whole_log`]: every stored state must be
 //! exactly what the FSRS domain module computes from the learner's whole review log in time
 //! order (`studied_at`, then for sessions of the very same time their answers, then position),
 //! every checkpoint exactly the state after its phrase's answers before its cut, and
 //! `phrase_states.checkpoint_at` the newest cut. Three of them found bugs, fixed since: ties
-//! ordered by arrival, cuts in the future, and the previous release's appended answers (a path
-//! gone since migration 20261129400001, with its test).
+//! ordered by arrival, and two in the previous releases' log writes (answers appended through
+//! the old log's view, sessions before a cut in the future), paths gone since migration
+//! 20261129400001, with their tests.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,7 +17,7 @@ use futures_util::future::join_all;
 use lingo_service::domain::fsrs::{self, Grade, PhraseState, Review};
 use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::helpers::{TestApp, move_into_the_past, spawn_app, stored_states};
@@ -635,51 +636,19 @@ async fn an_idempotent_replay_after_checkpoints_moved_writes_nothing() {
     assert_eq!(everything_of(&app, learner).await, before);
 }
 
-/// `phrase`'s stored state of `learner` is the replay of its whole log (for tests that write part
-/// of the log as the previous release would, without its state writes for the other phrases).
-async fn assert_phrase_agrees_with_its_log(app: &TestApp, learner: &str, phrase: &str) {
-    let mut admin = app.admin().await;
-    let log = whole_log(&mut admin, learner).await;
-    let row: StateTuple = sqlx::query_as(
-        "SELECT phrase_id, stability, difficulty, due_at, reviews, correct, lapses, \
-           first_reviewed_at, last_reviewed_at, last_grade, checkpoint_at \
-         FROM lingo.phrase_states WHERE learner_id = $1 AND phrase_id = $2",
-    )
-    .bind(learner)
-    .bind(phrase)
-    .fetch_one(&mut admin)
-    .await
-    .unwrap();
-    assert_eq!(
-        Some(state_of(&row)),
-        replayed(&log[phrase]),
-        "{learner} {phrase}: the state vs the replay of its {} answers",
-        log[phrase].len()
-    );
-}
-
-async fn as_runtime_role(app: &TestApp) -> PgConnection {
-    PgConnection::connect(&app.db.url_for("lingo_app"))
-        .await
-        .unwrap()
-}
-
-/// Migration 20261128300002 fires only for log rows with `studied_at` before the statement's
-/// start ("a session without one is timed during the statement and cannot precede a
-/// checkpoint"). This release cuts a checkpoint just after a phrase's last answer, and that
-/// answer may lie up to 60 s in the future: a cut there would stay in place under a session the
-/// previous release records with a `studied_at` after its statement's start, yet before that cut
-/// (sent a little ahead, or timed by the previous release itself), and a later late session
-/// replayed from it would miss that answer. So no cut lies after a minute before its session's
-/// arrival.
+/// A session timed ahead (up to 60 s) that advances a phrase may cut a checkpoint just after the
+/// phrase's last answer, in the future. Sessions before that cut are late for the phrase and
+/// their replay removes the checkpoint; none can come between the answer and the cut. Checked
+/// with sessions before the cut (sent with a time, and timed on arrival) and between the cut and
+/// the newest answer.
 #[tokio::test]
-async fn a_session_of_the_previous_release_before_a_checkpoint_cut_in_the_future_is_not_lost() {
+async fn a_checkpoint_cut_in_the_future_never_misses_a_session_before_it() {
     let app = spawn_app().await;
-    let learner = "ahead-pod";
+    let learner = "ahead";
     old_history(&app, &[learner]).await;
     let now = Utc::now().duration_trunc(Duration::seconds(1)).unwrap();
-    // In order and ahead: the first leaves a checkpoint at the settled line; the second would cut
-    // one just after the first (30 s from now), in the future, and does not.
+    // In order and ahead: the first leaves a checkpoint at the settled line; the second one just
+    // after the first, 30 s from now.
     let ahead = now + Duration::seconds(30);
     post_ok(
         &app,
@@ -694,33 +663,29 @@ async fn a_session_of_the_previous_release_before_a_checkpoint_cut_in_the_future
     )
     .await;
     let newest_cut = *cuts(&app, learner, "ph-es-001").await.last().unwrap();
-    assert!(newest_cut < now - Duration::seconds(60), "{newest_cut}");
+    assert_eq!(newest_cut, ahead + Duration::microseconds(1));
+    assert!(newest_cut > Utc::now(), "{newest_cut} is not in the future");
+    assert_agrees_with_the_whole_log(&app, learner, "a cut in the future").await;
 
-    // The previous release's log rows (as the test of migration 20261128300002 writes them): one
-    // sent 20 s ahead, one timed by the statement itself.
-    let mut old_pod = as_runtime_role(&app).await;
-    for studied_at in ["$2::timestamptz", "clock_timestamp()"] {
-        sqlx::query(&format!(
-            "INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, \
-               phrase_ids, grades) \
-             VALUES ($1, {studied_at}, $3, ARRAY['ph-es-001'], ARRAY[2::smallint])"
-        ))
-        .bind(learner)
-        .bind(now + Duration::seconds(20))
-        .bind(Uuid::now_v7())
-        .execute(&mut old_pod)
-        .await
-        .unwrap();
+    for (studied_at, what) in [
+        (
+            Some(now + Duration::seconds(20)),
+            "before the cut, sent ahead",
+        ),
+        (None, "before the cut, timed on arrival"),
+        (
+            Some(now + Duration::seconds(38)),
+            "between the cut and the newest answer",
+        ),
+    ] {
+        post_ok(
+            &app,
+            learner,
+            &session_at(studied_at, &[("ph-es-001", "hard"), ("ph-es-002", "easy")]),
+        )
+        .await;
+        assert_agrees_with_the_whole_log(&app, learner, what).await;
     }
-
-    // This release: a late session between the cut and the newest answer.
-    post_ok(
-        &app,
-        learner,
-        &session_at(Some(now + Duration::seconds(38)), &[("ph-es-001", "easy")]),
-    )
-    .await;
-    assert_phrase_agrees_with_its_log(&app, learner, "ph-es-001").await;
 }
 
 fn analyst() -> String {

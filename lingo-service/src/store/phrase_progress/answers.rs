@@ -12,7 +12,7 @@ use sqlx::{PgConnection, Postgres};
 use super::late::{Checkpoint, SETTLED_DAYS, replay_late, write_checkpoints};
 use super::rows::{StateColumns, StateRow, schedule_error};
 use crate::domain::fsrs::{self, PhraseState, Review};
-use crate::domain::study_session::{AnswerInput, MAX_STUDIED_AT_AHEAD};
+use crate::domain::study_session::AnswerInput;
 use crate::domain::text::is_storable;
 use crate::error::{ErrorCode, Result};
 
@@ -92,8 +92,6 @@ pub async fn update_states(
         return Ok(());
     }
     let settled = arrived_at - TimeDelta::days(SETTLED_DAYS);
-    // A session may be timed up to this far ahead of its arrival (and of the database's clock).
-    let latest_cut = arrived_at - MAX_STUDIED_AT_AHEAD;
     // This session's answers per phrase, in the order given.
     let mut touched: BTreeMap<&str, Vec<Review>> = BTreeMap::new();
     for answer in answers {
@@ -119,8 +117,7 @@ pub async fn update_states(
             (Some(replay.state), replay.checkpoint_at)
         } else if let Some(stored) = stored.get(phrase_id) {
             let before = stored.state()?;
-            let (checkpoint_at, checkpoint) =
-                Checkpoint::before_advance(stored, &before, settled, latest_cut);
+            let (checkpoint_at, checkpoint) = Checkpoint::before_advance(stored, &before, settled);
             checkpoints.extend(checkpoint);
             let state = fsrs::replay(Some(before), reviews).map_err(schedule_error)?;
             (state, checkpoint_at)

@@ -43,23 +43,21 @@ impl Checkpoint {
     /// The phrase's newest checkpoint cut after a session advances it from `before`, its state
     /// `stored`, and the change that makes it.
     ///
-    /// No cut lies after `latest_cut`: the previous release's sessions (migration
-    /// 20261128300002) drop the checkpoints they come before only when their `studied_at` is
-    /// before their statement's start, so a later session of theirs must not come before a cut.
+    /// A cut just after the last answer may lie in the future (an answer is timed up to a minute
+    /// ahead). No later session can come between that answer and the cut (times are to the
+    /// microsecond), and one before the cut is late: its replay removes the checkpoint.
     pub(super) fn before_advance(
         stored: &StateRow,
         before: &PhraseState,
         settled: DateTime<Utc>,
-        latest_cut: DateTime<Utc>,
     ) -> (Option<DateTime<Utc>>, Option<Checkpoint>) {
         let needs_one = before.first_reviewed_at < settled
             && stored.checkpoint_at.is_none_or(|cut| cut <= settled);
-        // Every answer so far is in `before`: any cut after the last one holds it.
-        let cut = settled.max(before.last_reviewed_at + TimeDelta::microseconds(1));
-        if !needs_one || cut > latest_cut {
-            // (A phrase last answered within the last minute, or ahead: a later session makes it.)
+        if !needs_one {
             return (stored.checkpoint_at, None);
         }
+        // Every answer so far is in `before`: any cut after the last one holds it.
+        let cut = settled.max(before.last_reviewed_at + TimeDelta::microseconds(1));
         let change = Checkpoint {
             phrase_id: stored.phrase_id.clone(),
             add: Some((cut, *before)),
