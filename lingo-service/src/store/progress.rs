@@ -23,8 +23,9 @@ struct TotalsRow {
     xp: i64,
     phrases_started: i64,
     phrases_due: i64,
-    first_studied_at: DateTime<Utc>,
-    last_studied_at: DateTime<Utc>,
+    /// Null in a language without a session: a row made by a phrase moved to it.
+    first_studied_at: Option<DateTime<Utc>>,
+    last_studied_at: Option<DateTime<Utc>>,
     updated_at: DateTime<Utc>,
 }
 
@@ -41,8 +42,8 @@ impl TotalsRow {
                 xp: self.xp,
                 phrases_started: self.phrases_started,
                 phrases_due: self.phrases_due,
-                first_studied_at: Some(self.first_studied_at),
-                last_studied_at: Some(self.last_studied_at),
+                first_studied_at: self.first_studied_at,
+                last_studied_at: self.last_studied_at,
             },
         }
     }
