@@ -32,6 +32,12 @@
 --   for such locks (and they for it; after it commits, the session finds the phrase in its new
 --   language and answers 422 `unknown_phrase`), while edits of a text or a translation count
 --   still never wait for a session. The same kind of lock as the foreign keys to `phrases` take.
+-- - A move of one phrase per transaction never deadlocks with sessions (a session waits for the
+--   phrase only when the learner has no state of it, and the move waits for the learner only when
+--   they have one). A transaction that moves several phrases, in one statement or more, may: a
+--   session holding its learner's lock and waiting for one phrase it answers first, while the
+--   move, holding that phrase, waits for the learner because of another. PostgreSQL then aborts
+--   one of them (deadlock_detected), as with any two writers locking rows in opposite orders.
 --
 -- Cost: the move finds a phrase's states by a scan of `phrase_states` (one per statement, however
 -- many phrases it moves): an index on `phrase_id` would let it read only them, but every state a
