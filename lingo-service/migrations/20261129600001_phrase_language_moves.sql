@@ -8,8 +8,15 @@
 --
 -- A trigger on `phrases` moves them in the pipeline's own statement and transaction, whatever
 -- tool writes the catalogue:
--- - the states take the phrase's new language, and `updated_at` the statement's time, so that
---   the phrase-progress export shows them again;
+-- - the states take the phrase's new language, and `updated_at` the time of the move, so that
+--   the phrase-progress export shows them again. The export reads only below its horizon, the
+--   start of the oldest transaction in progress that may still stamp a row
+--   (store/progress.rs, `export_horizon`), but it cannot see the start of the pipeline's
+--   transactions (another role's). So the move shows itself there, as a transaction-level
+--   advisory lock (class 1_861_129_600, the second the move's stamp is taken in; all roles read
+--   pg_locks), and stamps its rows after taking it, with `clock_timestamp()` rather than the
+--   statement's start: a horizon read before the lock was taken is earlier than the stamp;
+--   one read after finds it and stays at or below the stamp until the move commits;
 -- - the due-day counts follow by the existing update trigger on `phrase_states` (migration
 --   20261128100001): it subtracts each old (learner, language, day) and adds each new one, which
 --   for a change of language alone moves the count from one language to the other;
@@ -68,6 +75,8 @@ CREATE UNIQUE INDEX phrases_language_code_id_idx ON phrases (language_code, id);
 -- phrases started. Does nothing for states already there.
 CREATE FUNCTION phrase_states_follow_phrases(ids text[]) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = lingo, pg_temp AS $$
+DECLARE
+    moved_at timestamptz;
 BEGIN
     -- The learners' row locks, as their sessions take them, in one order.
     PERFORM 1 FROM learners l
@@ -75,6 +84,10 @@ BEGIN
                              WHERE s.phrase_id = ANY (ids) AND s.language_code <> p.language_code)
      ORDER BY l.learner_id
        FOR UPDATE OF l;
+    -- The export's hold (see above): seconds since 2000 fit the lock's 32-bit key until 2068.
+    PERFORM pg_advisory_xact_lock_shared(1861129600,
+        (floor(extract(epoch FROM clock_timestamp())) - 946684800)::integer);
+    moved_at := clock_timestamp();
     WITH moving AS (
         SELECT s.learner_id, s.phrase_id, s.language_code AS old_language,
                p.language_code AS new_language
@@ -82,7 +95,7 @@ BEGIN
          WHERE s.phrase_id = ANY (ids) AND s.language_code <> p.language_code),
     moved AS (
         UPDATE phrase_states s
-           SET language_code = m.new_language, updated_at = statement_timestamp()
+           SET language_code = m.new_language, updated_at = moved_at
           FROM moving m
          WHERE (s.learner_id, s.phrase_id) = (m.learner_id, m.phrase_id)
         RETURNING m.learner_id, m.old_language, m.new_language),
@@ -95,7 +108,7 @@ BEGIN
     INSERT INTO learner_language_totals AS t
         (learner_id, language_code, sessions, total_duration_seconds, phrases_seen,
          phrases_correct, xp, first_studied_at, last_studied_at, updated_at, phrases_started)
-    SELECT learner_id, language_code, 0, 0, 0, 0, 0, NULL, NULL, statement_timestamp(), change
+    SELECT learner_id, language_code, 0, 0, 0, 0, 0, NULL, NULL, moved_at, change
       FROM started
     ON CONFLICT (learner_id, language_code) DO UPDATE SET
         phrases_started = t.phrases_started + EXCLUDED.phrases_started,

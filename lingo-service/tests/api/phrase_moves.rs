@@ -490,3 +490,88 @@ async fn a_move_during_a_session_waits_for_it_and_moves_its_states() {
         move_phrase(&app, "es-1", "es").await;
     }
 }
+
+/// The rows of an export (`path`, `/analytics/...`) changed since `since`: each one's key (the
+/// phrase, or the language), `language_code` and `updated_at`, in export order.
+async fn exported(app: &TestApp, path: &str, key: &str, since: &str) -> Vec<(String, String)> {
+    let analyst = token_with_scope("analyst", "lingo:analytics");
+    let since = since.replace('+', "%2B");
+    let body = get_json(
+        app,
+        &format!("{path}?limit=100&updated_since={since}"),
+        &analyst,
+    )
+    .await;
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let key = format!(
+                "{} {} {}",
+                row["learner_id"], row[key], row["language_code"]
+            );
+            (key, row["updated_at"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// An incremental reader that runs while a move is not committed yet, and goes on from the
+/// newest `updated_at` it saw, still reads the moved rows once the move commits: the move is
+/// stamped before it commits, while a session of another learner commits after it, a second
+/// later.
+#[tokio::test]
+async fn an_incremental_export_running_during_a_move_does_not_skip_it() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    post_created(
+        &app,
+        &token("mover"),
+        &answered_session("es", None, &[("es-1", true, None)]),
+    )
+    .await;
+    let since = rfc3339(database_second(&app).await);
+    let mut mover = pipeline(&app).await;
+    run(&mut mover, "BEGIN").await;
+    run(
+        &mut mover,
+        "UPDATE phrases SET language_code = 'pt' WHERE id = 'es-1'",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    post_created(
+        &app,
+        &token("later"),
+        &answered_session("es", None, &[("es-2", true, None)]),
+    )
+    .await;
+    app.settle_export_horizon().await;
+
+    let exports = [
+        (
+            "/v1/lingo/analytics/phrase-progress",
+            "phrase_id",
+            r#""es-1" "pt""#,
+        ),
+        (
+            "/v1/lingo/analytics/progress",
+            "language_code",
+            r#""pt" "pt""#,
+        ),
+    ];
+    let mut next = Vec::new();
+    for (path, key, _) in exports {
+        let first = exported(&app, path, key, &since).await;
+        next.push(first.last().map_or(since.clone(), |(_, at)| at.clone()));
+    }
+    run(&mut mover, "COMMIT").await;
+    app.settle_export_horizon().await;
+    for ((path, key, moved), next) in exports.into_iter().zip(next) {
+        let second = exported(&app, path, key, &next).await;
+        let moved = format!("\"mover\" {moved}");
+        assert!(
+            second.iter().any(|(row, _)| *row == moved),
+            "{path} from {next}: {second:?}"
+        );
+    }
+}
