@@ -9,7 +9,7 @@
 -- A trigger on `phrases` moves them in the pipeline's own statement and transaction, whatever
 -- tool writes the catalogue:
 -- - the states take the phrase's new language, and `updated_at` the time of the move, so that
---   the phrase-progress export shows them again. The export reads only below its horizon, the
+--   both exports show them again. The export reads only below its horizon, the
 --   start of the oldest transaction in progress that may still stamp a row
 --   (store/progress.rs, `export_horizon`), but it cannot see the start of the pipeline's
 --   transactions (another role's). So the move shows itself there, as a transaction-level
@@ -34,8 +34,9 @@
 -- - a session answering a phrase for the first time has no state the move could find: it locks
 --   the phrases it is about to insert states of `FOR KEY SHARE` while it checks their language
 --   (answers.rs, `lock_new_phrases`, through `lock_phrases_of_language` below: a row lock needs
---   a write privilege the service's role has not on the catalogue). For that lock to conflict with the move, the language is
---   made part of a key (the unique index below): a change of it is then a key update, which waits
+--   a write privilege the service's role has not on the catalogue). For that lock to conflict
+--   with the move, the language is made part of a key (the unique index below): a change of it
+--   is then a key update, which waits
 --   for such locks (and they for it; after it commits, the session finds the phrase in its new
 --   language and answers 422 `unknown_phrase`), while edits of a text or a translation count
 --   still never wait for a session. The same kind of lock as the foreign keys to `phrases` take.
@@ -52,8 +53,8 @@
 -- correction. Measured (PostgreSQL 15, 2 shared cores): moving a phrase with 10,000 states (of
 -- 10,000 learners, among 210,000 states) took 0.40-0.60 s in the pipeline's statement (five
 -- runs): about 0.07 s to find the states and lock their learners, 0.14 s the due-day counts, the
--- rest writing the states and the 20,000 totals rows. A text edit or a translation count costs the trigger a join of the
--- statement's rows and nothing more.
+-- rest writing the states and the 20,000 totals rows. A text edit or a translation count costs
+-- the trigger a join of the statement's rows and nothing more.
 --
 -- SECURITY DEFINER (owned by lingo_owner), like the search refresh the pipeline's writes already
 -- run: the pipeline role gets no right on the learners' tables.
