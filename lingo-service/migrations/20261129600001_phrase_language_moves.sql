@@ -81,7 +81,8 @@ DECLARE
 BEGIN
     -- The learners' row locks, as their sessions take them, in one order.
     PERFORM 1 FROM learners l
-     WHERE l.learner_id IN (SELECT s.learner_id FROM phrase_states s JOIN phrases p ON p.id = s.phrase_id
+     WHERE l.learner_id IN (SELECT s.learner_id
+                              FROM phrase_states s JOIN phrases p ON p.id = s.phrase_id
                              WHERE s.phrase_id = ANY (ids) AND s.language_code <> p.language_code)
      ORDER BY l.learner_id
        FOR UPDATE OF l;
