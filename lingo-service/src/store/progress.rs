@@ -23,8 +23,9 @@ struct TotalsRow {
     xp: i64,
     phrases_started: i64,
     phrases_due: i64,
-    first_studied_at: DateTime<Utc>,
-    last_studied_at: DateTime<Utc>,
+    /// Null in a language without a session: a row made by a phrase moved to it.
+    first_studied_at: Option<DateTime<Utc>>,
+    last_studied_at: Option<DateTime<Utc>>,
     updated_at: DateTime<Utc>,
 }
 
@@ -41,8 +42,8 @@ impl TotalsRow {
                 xp: self.xp,
                 phrases_started: self.phrases_started,
                 phrases_due: self.phrases_due,
-                first_studied_at: Some(self.first_studied_at),
-                last_studied_at: Some(self.last_studied_at),
+                first_studied_at: self.first_studied_at,
+                last_studied_at: self.last_studied_at,
             },
         }
     }
@@ -126,15 +127,24 @@ pub async fn xp_by_language<'e>(
 /// stamp order. Without a horizon, a page could end on a row stamped after a write that had not
 /// committed yet; that write's row would then land behind the exporter's position and never be
 /// read. Every transaction stamps after its own start, so the horizon is the start of the oldest
-/// transaction of this service's role in progress now (or now, when there is none). It must be
-/// read before the page's own snapshot is taken, in a statement of its own: a transaction that
+/// transaction of this service's role in progress now (or now, when there is none). The catalogue
+/// pipeline's transactions (another role's, whose start this role cannot see) stamp states and
+/// totals when they move a phrase to another language: such a move holds an advisory lock keyed
+/// by the second it stamps in, taken before it stamps, until it ends (migration
+/// 20261129600001), and the horizon stays at or below the oldest such second (reading `pg_locks`
+/// holds the lock manager for a moment: fine for an export page, not for a hot path). It must be read
+/// before the page's own snapshot is taken, in a statement of its own: a transaction that
 /// committed in between is then visible to the page.
 pub async fn export_horizon<'e>(db: impl PgExecutor<'e>) -> Result<DateTime<Utc>> {
     let horizon = sqlx::query_scalar!(
-        r#"SELECT LEAST(now(), min(xact_start)) AS "horizon!"
-           FROM pg_stat_activity
-           WHERE datname = current_database() AND usename = current_user
-             AND pid <> pg_backend_pid()"#
+        r#"SELECT LEAST(now(),
+             (SELECT min(xact_start) FROM pg_stat_activity
+               WHERE datname = current_database() AND usename = current_user
+                 AND pid <> pg_backend_pid()),
+             (SELECT to_timestamp(946684800 + min(objid::bigint)) FROM pg_locks
+               WHERE locktype = 'advisory' AND classid = 1861129600 AND objsubid = 2
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())))
+             AS "horizon!""#
     )
     .fetch_one(db)
     .await?;

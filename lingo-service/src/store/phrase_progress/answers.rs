@@ -134,10 +134,11 @@ pub async fn update_states(
 
 /// The stored states of `phrase_ids` (distinct) of `learner_id`, once every one of them is known
 /// to be a phrase of `language` (else 422 `unknown_phrase` for the first such answer of
-/// `answers`). One statement, one round trip: each state row carries the number of those
+/// `answers`). One statement reads them: each state row carries the number of those
 /// phrases that the catalogue has in `language` (an uncorrelated subquery, counted once), which
-/// must be all of them. Only when no state is stored yet (a learner's first answers to these
-/// phrases) does the count need a statement of its own ([`check_phrases`]).
+/// must be all of them. The phrases without a stored state are counted again in a statement of
+/// their own that locks them ([`lock_new_phrases`]); only when a count falls short does
+/// [`check_phrases`] run, to name the answer.
 async fn read_checked_states(
     tx: &mut PgConnection,
     learner_id: &str,
@@ -157,10 +158,17 @@ async fn read_checked_states(
     )
     .fetch_all(&mut *tx)
     .await?;
+    // Without a stored state the count came with no row: the lock below counts those phrases.
     let all_known = rows
         .first()
-        .is_some_and(|row| row.known == phrase_ids.len() as i64);
-    if !all_known {
+        .is_none_or(|row| row.known == phrase_ids.len() as i64);
+    let with_state: HashSet<&str> = rows.iter().map(|row| row.phrase_id.as_str()).collect();
+    let new: Vec<String> = phrase_ids
+        .iter()
+        .filter(|id| !with_state.contains(id.as_str()))
+        .cloned()
+        .collect();
+    if !all_known || !lock_new_phrases(tx, language, &new).await? {
         check_phrases(tx, language, answers).await?;
     }
     let stored = rows
@@ -183,6 +191,32 @@ async fn read_checked_states(
         })
         .collect();
     Ok(stored)
+}
+
+/// Locks the phrases `new_ids` (distinct, with no state of the learner yet) `FOR KEY SHARE`, if
+/// they are phrases of `language`; false when some is not. A session inserts their states with
+/// `language`: the lock holds off a move of their phrase to another language until this
+/// transaction ends, and a move that came first makes this wait for it and then not find the
+/// phrase in `language` (the move takes the learners' row locks to move the states it finds, so
+/// a phrase the learner has a state of needs no lock; migration 20261129600001, docs/lingo.md,
+/// "When the catalogue moves a phrase"). Through a function of the schema's owner: a row lock
+/// needs a write privilege this role has not on the catalogue.
+async fn lock_new_phrases(
+    tx: &mut PgConnection,
+    language: &str,
+    new_ids: &[String],
+) -> Result<bool> {
+    if new_ids.is_empty() {
+        return Ok(true);
+    }
+    let locked = sqlx::query_scalar!(
+        r#"SELECT lock_phrases_of_language($1, $2) AS "locked!""#,
+        new_ids,
+        language,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(locked == new_ids.len() as i64)
 }
 
 /// Writes `states` with their newest checkpoint's cut (those of `stored` phrases are updated,

@@ -50,8 +50,10 @@ impl ProgressRow {
 /// The languages a page reads, as a table `l (code)`: the one of `language`, or every language
 /// `learner_id` has studied (a row of `learner_language_totals` each). A learner's states are
 /// only written with a session of their language, in the transaction that writes that totals row,
-/// so every language with a state is there. (A skip scan of `phrase_states` for its languages,
-/// as a recursive query, cost more to plan than the whole page: 0.6-0.9 ms against 0.2.)
+/// or moved to another language with their phrase, by the statement that makes that language's
+/// row if missing (migration 20261129600001), so every language with a state is there. (A skip
+/// scan of `phrase_states` for its languages, as a recursive query, cost more to plan than the
+/// whole page: 0.6-0.9 ms against 0.2.)
 fn push_languages(sql: &mut QueryBuilder<'_, Postgres>, learner_id: &str, language: Option<&str>) {
     match language {
         Some(language) => {
