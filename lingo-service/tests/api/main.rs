@@ -13,6 +13,7 @@ mod health;
 mod helpers;
 mod idempotency;
 mod openapi;
+mod phrase_deletes;
 mod phrase_moves;
 mod phrase_progress;
 mod phrase_progress_review;

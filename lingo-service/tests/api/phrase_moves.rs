@@ -18,11 +18,11 @@ const MY_PHRASES: &str = "/v1/lingo/me/phrases";
 const REVIEWS: &str = "/v1/lingo/me/reviews";
 const PROGRESS: &str = "/v1/lingo/me/progress";
 
-async fn run(db: &mut PgConnection, sql: &str) {
+pub(crate) async fn run(db: &mut PgConnection, sql: &str) {
     sqlx::raw_sql(sql).execute(db).await.unwrap();
 }
 
-async fn get_json(app: &TestApp, path: &str, caller: &str) -> Value {
+pub(crate) async fn get_json(app: &TestApp, path: &str, caller: &str) -> Value {
     let response = app.get(path, Some(caller)).await;
     assert_eq!(response.status(), 200, "{path}");
     response.json().await.unwrap()
@@ -30,7 +30,7 @@ async fn get_json(app: &TestApp, path: &str, caller: &str) -> Value {
 
 /// A catalogue of `es-1`, `es-2` and `es-3` in Spanish, and Portuguese as a language, written
 /// as the pipeline writes it.
-async fn spanish_catalogue(app: &TestApp) {
+pub(crate) async fn spanish_catalogue(app: &TestApp) {
     let mut db = pipeline(app).await;
     add_languages(&mut db).await;
     run(
@@ -54,7 +54,7 @@ async fn move_phrase(app: &TestApp, phrase: &str, language: &str) {
 }
 
 /// The phrase ids of a list of phrase progress (`data`).
-fn phrase_ids(body: &Value) -> Vec<String> {
+pub(crate) fn phrase_ids(body: &Value) -> Vec<String> {
     body["data"]
         .as_array()
         .unwrap()
@@ -70,13 +70,13 @@ async fn my_phrases(app: &TestApp, learner: &str, query: &str) -> Vec<String> {
 }
 
 /// `/me/reviews` of `learner` with `query`: the phrase ids and `due_total`.
-async fn my_reviews(app: &TestApp, learner: &str, query: &str) -> (Vec<String>, i64) {
+pub(crate) async fn my_reviews(app: &TestApp, learner: &str, query: &str) -> (Vec<String>, i64) {
     let body = get_json(app, &format!("{REVIEWS}?limit=100{query}"), learner).await;
     (phrase_ids(&body), body["due_total"].as_i64().unwrap())
 }
 
 /// `/me/progress` of `learner`: its rows by language, and its totals.
-async fn my_progress(app: &TestApp, learner: &str) -> (Vec<Value>, Value) {
+pub(crate) async fn my_progress(app: &TestApp, learner: &str) -> (Vec<Value>, Value) {
     let body = get_json(app, PROGRESS, learner).await;
     (
         body["data"].as_array().unwrap().clone(),
@@ -85,7 +85,7 @@ async fn my_progress(app: &TestApp, learner: &str) -> (Vec<Value>, Value) {
 }
 
 /// The fields of a progress row that come from the states and the sessions.
-fn counted(row: &Value) -> Value {
+pub(crate) fn counted(row: &Value) -> Value {
     json!({
         "language_code": row["language_code"], "sessions": row["sessions"], "xp": row["xp"],
         "phrases_started": row["phrases_started"], "phrases_due": row["phrases_due"],
@@ -95,7 +95,7 @@ fn counted(row: &Value) -> Value {
 
 /// Every count kept from the states (due days, phrases started) equals a count of the states,
 /// and every state has its phrase's language.
-async fn assert_counts_follow_the_states(app: &TestApp) {
+pub(crate) async fn assert_counts_follow_the_states(app: &TestApp) {
     let mut admin = app.admin().await;
     let wrong: Vec<String> = sqlx::query_scalar(
         "SELECT 'due day ' || concat_ws(' ', learner_id, language_code, due_day) FROM ( \
@@ -129,7 +129,7 @@ async fn assert_counts_follow_the_states(app: &TestApp) {
 }
 
 /// The database's clock, to the second below: an `updated_since` before what comes next.
-async fn database_second(app: &TestApp) -> DateTime<Utc> {
+pub(crate) async fn database_second(app: &TestApp) -> DateTime<Utc> {
     let now: DateTime<Utc> = sqlx::query_scalar("SELECT date_trunc('second', clock_timestamp())")
         .fetch_one(&mut app.admin().await)
         .await
@@ -359,7 +359,7 @@ async fn waiting_for_locks(admin: &mut PgConnection) -> i64 {
 }
 
 /// Waits until `count` backends of this test's database wait for a lock.
-async fn until_waiting(app: &TestApp, count: i64) {
+pub(crate) async fn until_waiting(app: &TestApp, count: i64) {
     let mut admin = app.admin().await;
     for _ in 0..1000 {
         if waiting_for_locks(&mut admin).await >= count {
@@ -493,7 +493,12 @@ async fn a_move_during_a_session_waits_for_it_and_moves_its_states() {
 
 /// The rows of an export (`path`, `/analytics/...`) changed since `since`: each one's key (the
 /// phrase, or the language), `language_code` and `updated_at`, in export order.
-async fn exported(app: &TestApp, path: &str, key: &str, since: &str) -> Vec<(String, String)> {
+pub(crate) async fn exported(
+    app: &TestApp,
+    path: &str,
+    key: &str,
+    since: &str,
+) -> Vec<(String, String)> {
     let analyst = token_with_scope("analyst", "lingo:analytics");
     let since = since.replace('+', "%2B");
     let body = get_json(

@@ -1,0 +1,370 @@
+//! A phrase the catalogue pipeline deletes takes its learners' states with it (migration
+//! 20261129700001; docs/lingo.md, "When the catalogue deletes a phrase"): the due counts, the
+//! phrases started, the exports and the checkpoints, while the review log keeps the answers; and
+//! sessions answering it at the same moment.
+
+use chrono::{TimeDelta, Utc};
+use serde_json::{Value, json};
+use shared_auth::testing::{token, token_with_scope};
+
+use crate::helpers::{
+    TestApp, answered_session, assert_problem, move_into_the_past, post_created, rfc3339,
+    spawn_app_unseeded, stored_states,
+};
+use crate::phrase_moves::{
+    assert_counts_follow_the_states, counted, database_second, exported, get_json, my_progress,
+    my_reviews, run, spanish_catalogue, until_waiting,
+};
+use crate::search::pipeline;
+
+const PHRASE_PROGRESS: &str = "/v1/lingo/analytics/phrase-progress";
+const PROGRESS_EXPORT: &str = "/v1/lingo/analytics/progress";
+
+/// The pipeline's delete of `phrase`, in a statement and transaction of its own.
+async fn delete_phrase(app: &TestApp, phrase: &str) {
+    sqlx::query("DELETE FROM phrases WHERE id = $1")
+        .bind(phrase)
+        .execute(&mut pipeline(app).await)
+        .await
+        .unwrap();
+}
+
+/// How many rows of `table` (a learner's table of `lingo`) belong to `learner` and `phrase`.
+async fn rows_of(app: &TestApp, table: &str, learner: &str, phrase: &str) -> i64 {
+    sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM lingo.{table} WHERE learner_id = $1 AND phrase_id = $2"
+    ))
+    .bind(learner)
+    .bind(phrase)
+    .fetch_one(&mut app.admin().await)
+    .await
+    .unwrap()
+}
+
+/// Every count kept from the states is exact (see [`assert_counts_follow_the_states`]) and no
+/// state or checkpoint is left without its phrase.
+async fn assert_nothing_left_of_deleted_phrases(app: &TestApp) {
+    assert_counts_follow_the_states(app).await;
+    let orphans: Vec<String> = sqlx::query_scalar(
+        "SELECT 'state ' || learner_id || ' ' || phrase_id FROM lingo.phrase_states \
+          WHERE phrase_id NOT IN (SELECT id FROM lingo.phrases) \
+         UNION ALL \
+         SELECT 'checkpoint ' || learner_id || ' ' || phrase_id FROM lingo.phrase_checkpoints \
+          WHERE phrase_id NOT IN (SELECT id FROM lingo.phrases)",
+    )
+    .fetch_all(&mut app.admin().await)
+    .await
+    .unwrap();
+    assert_eq!(orphans, Vec::<String>::new(), "left without their phrase");
+}
+
+/// The rows of the phrase-progress export from its start: `learner phrase`.
+async fn exported_states(app: &TestApp) -> Vec<String> {
+    app.settle_export_horizon().await;
+    let analyst = token_with_scope("analyst", "lingo:analytics");
+    let body = get_json(app, &format!("{PHRASE_PROGRESS}?limit=100"), &analyst).await;
+    let mut rows: Vec<String> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| format!("{} {}", row["learner_id"], row["phrase_id"]))
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn a_deleted_phrase_leaves_no_due_count_started_phrase_export_row_or_checkpoint() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let now = Utc::now();
+    let day = |days: i64| now - TimeDelta::days(days);
+    let learner = token("deleter");
+    // Forty days ago (posted 25 days ago, then moved back) and five: the second session keeps a
+    // checkpoint of both phrases (their first answers are settled), and wrong answers make both
+    // due again by now (a page with no due phrase answers `due_total` 0 without counting).
+    let first = [("es-1", true, None), ("es-2", true, None)];
+    post_created(
+        &app,
+        &learner,
+        &answered_session("es", Some(day(25)), &first),
+    )
+    .await;
+    move_into_the_past(&app, &["deleter"], 15).await;
+    let second = [("es-1", false, None), ("es-2", false, None)];
+    post_created(
+        &app,
+        &learner,
+        &answered_session("es", Some(day(5)), &second),
+    )
+    .await;
+    let other = answered_session("es", Some(day(5)), &[("es-2", true, None)]);
+    post_created(&app, &token("bystander"), &other).await;
+    assert_eq!(
+        rows_of(&app, "phrase_checkpoints", "deleter", "es-1").await,
+        1
+    );
+    let (listed_due, due_total) = my_reviews(&app, &learner, "").await;
+    assert_eq!(listed_due.len(), 2, "{listed_due:?}");
+    assert_eq!(due_total, listed_due.len() as i64);
+    let (_, totals_before) = my_progress(&app, &learner).await;
+    let since = database_second(&app).await;
+
+    delete_phrase(&app, "es-1").await;
+
+    // Nothing counts it any more: the due count is that of the phrases listed.
+    let (listed_due, due_total) = my_reviews(&app, &learner, "").await;
+    assert!(!listed_due.contains(&"es-1".to_owned()));
+    assert_eq!(due_total, listed_due.len() as i64, "due_total");
+    let (rows, totals) = my_progress(&app, &learner).await;
+    let rows: Vec<Value> = rows.iter().map(counted).collect();
+    let due = listed_due.len();
+    assert_eq!(
+        rows,
+        [
+            json!({"language_code": "es", "sessions": 2, "xp": totals_before["xp"],
+                "phrases_started": 1, "phrases_due": due, "first_studied_at": true})
+        ]
+    );
+    assert_eq!(totals["phrases_started"], 1);
+    assert_eq!(totals["phrases_due"], due);
+    // The history stays: the sessions, their XP and their review-log rows.
+    assert_eq!(totals["sessions"], totals_before["sessions"]);
+    assert_eq!(totals["xp"], totals_before["xp"]);
+    assert_eq!(app.count("phrase_review_sessions").await, 3);
+    assert_eq!(
+        rows_of(&app, "phrase_checkpoints", "deleter", "es-1").await,
+        0
+    );
+    assert_eq!(
+        rows_of(&app, "phrase_checkpoints", "deleter", "es-2").await,
+        1
+    );
+    assert_nothing_left_of_deleted_phrases(&app).await;
+
+    // The states export no longer has it; the progress export shows the learner's row again,
+    // with its new counts, and no other.
+    assert_eq!(
+        exported_states(&app).await,
+        [r#""bystander" "es-2""#, r#""deleter" "es-2""#]
+    );
+    let analyst = token_with_scope("analyst", "lingo:analytics");
+    let since = rfc3339(since);
+    let progress = get_json(
+        &app,
+        &format!("{PROGRESS_EXPORT}?updated_since={since}"),
+        &analyst,
+    )
+    .await;
+    let progress: Vec<Value> = progress["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            json!([
+                row["learner_id"],
+                row["phrases_started"],
+                row["phrases_due"]
+            ])
+        })
+        .collect();
+    assert_eq!(progress, [json!(["deleter", 1, due])]);
+}
+
+/// After the delete, a session answering the phrase is refused and writes nothing; a late
+/// session answering another phrase of the same sessions replays that phrase alone, through the
+/// review-log rows that also hold the deleted phrase's answers.
+#[tokio::test]
+async fn sessions_after_a_delete_refuse_the_phrase_and_replay_only_the_others() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let now = Utc::now();
+    let day = |days: i64| now - TimeDelta::days(days);
+    let learner = token("deleter");
+    // Forty days ago (posted 25 days ago, then moved back) and five.
+    let first = [("es-1", true, None), ("es-2", true, None)];
+    let first = answered_session("es", Some(day(25)), &first);
+    post_created(&app, &learner, &first).await;
+    move_into_the_past(&app, &["deleter"], 15).await;
+    let second = [("es-1", true, None), ("es-2", false, None)];
+    post_created(
+        &app,
+        &learner,
+        &answered_session("es", Some(day(5)), &second),
+    )
+    .await;
+    delete_phrase(&app, "es-1").await;
+
+    let refused = answered_session("es", None, &[("es-2", true, None), ("es-1", true, None)]);
+    let response = app.post_session(&learner, &refused).await;
+    let problem = assert_problem(response, 422, "unknown_phrase").await;
+    assert_eq!(problem["errors"][0]["field"], "answers[1].phrase_id");
+    assert_eq!(app.count("study_sessions").await, 2);
+    assert_eq!(rows_of(&app, "phrase_states", "deleter", "es-1").await, 0);
+
+    let late = answered_session("es", Some(day(20)), &[("es-2", true, Some("hard"))]);
+    post_created(&app, &learner, &late).await;
+    let reference = token("reference");
+    let first = answered_session("es", Some(day(25)), &[("es-2", true, None)]);
+    post_created(&app, &reference, &first).await;
+    move_into_the_past(&app, &["reference"], 15).await;
+    for (days, correct, grade) in [(20, true, Some("hard")), (5, false, None)] {
+        let body = answered_session("es", Some(day(days)), &[("es-2", correct, grade)]);
+        post_created(&app, &reference, &body).await;
+    }
+    let replayed = stored_states(&app, "deleter").await;
+    assert_eq!(replayed.len(), 1, "es-2 alone: {replayed:?}");
+    assert_eq!(replayed, stored_states(&app, "reference").await);
+    assert_nothing_left_of_deleted_phrases(&app).await;
+}
+
+/// The pipeline deletes `phrase` in a transaction that stays open; meanwhile `learner` posts a
+/// session answering it (and `es-2`), which waits for the delete; the delete commits. Returns
+/// the session's status.
+async fn session_during_an_open_delete(app: &TestApp, learner: &str, phrase: &str) -> u16 {
+    let mut deleter = pipeline(app).await;
+    run(&mut deleter, "BEGIN").await;
+    sqlx::query("DELETE FROM phrases WHERE id = $1")
+        .bind(phrase)
+        .execute(&mut deleter)
+        .await
+        .unwrap();
+    let body = answered_session("es", None, &[("es-2", true, None), (phrase, true, None)]);
+    let posting = {
+        let client = app.client.clone();
+        let url = app.url("/v1/lingo/me/study-sessions");
+        let learner = token(learner);
+        tokio::spawn(async move {
+            let response = client.post(url).bearer_auth(learner).json(&body).send();
+            response.await.unwrap().status().as_u16()
+        })
+    };
+    until_waiting(app, 1).await;
+    run(&mut deleter, "COMMIT").await;
+    posting.await.unwrap()
+}
+
+/// A session that arrives while a delete of its phrase is uncommitted waits for it and is then
+/// refused, whether the learner answers the phrase for the first time (the session's lock on the
+/// phrase waits) or had a state of it (the delete holds the learner's row lock).
+#[tokio::test]
+async fn a_session_answering_a_phrase_being_deleted_waits_and_is_refused() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let earlier = answered_session("es", None, &[("es-3", true, None)]);
+    post_created(&app, &token("known"), &earlier).await;
+
+    assert_eq!(
+        session_during_an_open_delete(&app, "first-time", "es-1").await,
+        422
+    );
+    assert_eq!(
+        session_during_an_open_delete(&app, "known", "es-3").await,
+        422
+    );
+    assert_eq!(stored_states(&app, "first-time").await.len(), 0);
+    assert_eq!(stored_states(&app, "known").await.len(), 0);
+    assert_eq!(app.count("study_sessions").await, 1);
+    assert_nothing_left_of_deleted_phrases(&app).await;
+}
+
+/// A session that has checked its phrases and is writing their states when the pipeline deletes
+/// one of them: the delete waits for the session and then deletes what it wrote. The session is
+/// held between its check and its write as in the moves' test (phrase_moves.rs): by an
+/// uncommitted state of the phrase (a first answer) or a due day's row lock (a known phrase).
+#[tokio::test]
+async fn a_delete_during_a_session_waits_for_it_and_deletes_its_states() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let long_ago = Utc::now() - TimeDelta::days(20);
+    let earlier = answered_session("es", Some(long_ago), &[("es-1", true, None)]);
+    post_created(&app, &token("known"), &earlier).await;
+
+    for (learner, phrase, holder) in [
+        (
+            "first-time",
+            "es-3",
+            "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
+               difficulty, due_at, reviews, correct, lapses, first_reviewed_at, \
+               last_reviewed_at, last_grade, updated_at) \
+             VALUES ('first-time', 'es-3', 'es', 1, 5, now(), 1, 1, 0, now(), now(), 3, now())",
+        ),
+        (
+            "known",
+            "es-1",
+            "SELECT 1 FROM lingo.phrase_due_days WHERE learner_id = 'known' FOR UPDATE",
+        ),
+    ] {
+        let mut admin = app.admin().await;
+        run(&mut admin, "BEGIN").await;
+        run(&mut admin, holder).await;
+        let posting = {
+            let client = app.client.clone();
+            let url = app.url("/v1/lingo/me/study-sessions");
+            let body = answered_session("es", None, &[(phrase, true, None), ("es-2", true, None)]);
+            let learner = token(learner);
+            tokio::spawn(async move {
+                let response = client.post(url).bearer_auth(learner).json(&body).send();
+                response.await.unwrap().status().as_u16()
+            })
+        };
+        until_waiting(&app, 1).await;
+        let deleting = {
+            let mut deleter = pipeline(&app).await;
+            tokio::spawn(async move {
+                let statement = sqlx::query("DELETE FROM phrases WHERE id = $1").bind(phrase);
+                statement.execute(&mut deleter).await.unwrap();
+            })
+        };
+        until_waiting(&app, 2).await;
+        run(&mut admin, "ROLLBACK").await;
+        assert_eq!(posting.await.unwrap(), 201, "{learner}");
+        deleting.await.unwrap();
+
+        assert_eq!(rows_of(&app, "phrase_states", learner, phrase).await, 0);
+        assert_eq!(rows_of(&app, "phrase_states", learner, "es-2").await, 1);
+        let (rows, _) = my_progress(&app, &token(learner)).await;
+        assert_eq!(rows[0]["phrases_started"], 1, "{learner}: es-2 alone");
+        assert_nothing_left_of_deleted_phrases(&app).await;
+    }
+}
+
+/// An incremental reader of the progress export that runs while a delete is not committed yet,
+/// and goes on from the newest `updated_at` it saw, still reads the learner's row once the
+/// delete commits: the delete is stamped before it commits, while a session of another learner
+/// commits after it, a second later.
+#[tokio::test]
+async fn an_incremental_export_running_during_a_delete_does_not_skip_it() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let answers = [("es-1", true, None), ("es-2", true, None)];
+    post_created(
+        &app,
+        &token("deleted"),
+        &answered_session("es", None, &answers),
+    )
+    .await;
+    let since = rfc3339(database_second(&app).await);
+    let mut deleter = pipeline(&app).await;
+    run(&mut deleter, "BEGIN").await;
+    run(&mut deleter, "DELETE FROM phrases WHERE id = 'es-1'").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    post_created(
+        &app,
+        &token("later"),
+        &answered_session("es", None, &[("es-3", true, None)]),
+    )
+    .await;
+    app.settle_export_horizon().await;
+    let first = exported(&app, PROGRESS_EXPORT, "language_code", &since).await;
+    let next = first.last().map_or(since.clone(), |(_, at)| at.clone());
+    run(&mut deleter, "COMMIT").await;
+    app.settle_export_horizon().await;
+
+    let second = exported(&app, PROGRESS_EXPORT, "phrases_started", &next).await;
+    let deleted = r#""deleted" 1 "es""#;
+    assert!(
+        second.iter().any(|(row, _)| row == deleted),
+        "from {next}: {second:?}"
+    );
+}
