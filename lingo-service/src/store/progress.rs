@@ -129,12 +129,12 @@ pub async fn xp_by_language<'e>(
 /// read. Every transaction stamps after its own start, so the horizon is the start of the oldest
 /// transaction of this service's role in progress now (or now, when there is none). The catalogue
 /// pipeline's transactions (another role's, whose start this role cannot see) stamp states and
-/// totals when they move a phrase to another language: such a move holds an advisory lock keyed
-/// by the second it stamps in, taken before it stamps, until it ends (migration
-/// 20261129600001), and the horizon stays at or below the oldest such second (reading `pg_locks`
-/// holds the lock manager for a moment: fine for an export page, not for a hot path). It must be read
-/// before the page's own snapshot is taken, in a statement of its own: a transaction that
-/// committed in between is then visible to the page.
+/// totals when they move a phrase to another language or delete one learners answered: such a
+/// move or delete holds an advisory lock keyed by the second it stamps in, taken before it stamps,
+/// until it ends (migrations 20261129600001 and 20261129700001), and the horizon stays at or below
+/// the oldest such second (reading `pg_locks` holds the lock manager for a moment: fine for an
+/// export page, not for a hot path). It must be read before the page's own snapshot is taken, in a
+/// statement of its own: a transaction that committed in between is then visible to the page.
 pub async fn export_horizon<'e>(db: impl PgExecutor<'e>) -> Result<DateTime<Utc>> {
     let horizon = sqlx::query_scalar!(
         r#"SELECT LEAST(now(),

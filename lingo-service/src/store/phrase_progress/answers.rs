@@ -195,11 +195,12 @@ async fn read_checked_states(
 
 /// Locks the phrases `new_ids` (distinct, with no state of the learner yet) `FOR KEY SHARE`, if
 /// they are phrases of `language`; false when some is not. A session inserts their states with
-/// `language`: the lock holds off a move of their phrase to another language until this
-/// transaction ends, and a move that came first makes this wait for it and then not find the
-/// phrase in `language` (the move takes the learners' row locks to move the states it finds, so
-/// a phrase the learner has a state of needs no lock; migration 20261129600001, docs/lingo.md,
-/// "When the catalogue moves a phrase"). Through a function of the schema's owner: a row lock
+/// `language`: the lock holds off a move of their phrase to another language, or its delete,
+/// until this transaction ends, and a move or delete that came first makes this wait for it and
+/// then not find the phrase in `language` (the move and the delete take the learners' row locks
+/// to move or delete the states they find, so a phrase the learner has a state of needs no lock;
+/// migrations 20261129600001 and 20261129700001, docs/lingo.md, "When the catalogue moves a
+/// phrase" and "When the catalogue deletes a phrase"). Through a function of the schema's owner: a row lock
 /// needs a write privilege this role has not on the catalogue.
 async fn lock_new_phrases(
     tx: &mut PgConnection,

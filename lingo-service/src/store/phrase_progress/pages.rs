@@ -91,10 +91,14 @@ fn my_phrases_statement<'a>(
 /// `learner_id`'s states by `(due_at, phrase_id)` after `cursor`.
 ///
 /// A page is a merge: the first `limit` states of each language ([`push_languages`]), read in
-/// order from `phrase_states_language_due_idx` with their phrases (a state whose phrase the
-/// catalogue no longer has is left out before the limit, as a join on the whole list would),
-/// then the first `limit` of those, with their phrases' stored translation counts. Only the page's
-/// rows get their stats. So one index serves the pages with and without a language, and the states' writes keep one index fewer.
+/// order from `phrase_states_language_due_idx` with their phrases, then the first `limit` of
+/// those, with their phrases' stored translation counts. Only the page's rows get their stats. So
+/// one index serves the pages with and without a language, and the states' writes keep one index
+/// fewer. A state whose phrase the catalogue no longer has is left out before the limit, as a join
+/// on the whole list would: a delete of a phrase deletes its states (migration 20261129700001),
+/// and its id cannot change (its search row's foreign key refuses it), but a state written without
+/// the phrase's lock can still outlive it: one written by hand, or by a pod of a release before
+/// migration 20261129600001 (it does not lock the phrases it answers first) during a rollout.
 fn push_my_phrases(
     sql: &mut QueryBuilder<'_, Postgres>,
     learner_id: &str,
