@@ -3,7 +3,7 @@
 //! phrases started, the exports and the checkpoints, while the review log keeps the answers; and
 //! sessions answering it at the same moment.
 
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
@@ -169,6 +169,56 @@ async fn a_deleted_phrase_leaves_no_due_count_started_phrase_export_row_or_check
         })
         .collect();
     assert_eq!(progress, [json!(["deleter", 1, due])]);
+}
+
+/// One statement deleting several phrases of several learners keeps every count exact, and a
+/// delete of a phrase nobody answered stamps no learner's totals.
+#[tokio::test]
+async fn one_statement_deleting_several_phrases_of_several_learners_keeps_every_count() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let long_ago = Utc::now() - TimeDelta::days(20);
+    for (learner, answers) in [
+        ("one", vec![("es-1", true, None), ("es-2", false, None)]),
+        ("two", vec![("es-2", true, None), ("es-3", true, None)]),
+        ("three", vec![("es-3", true, None)]),
+    ] {
+        let body = answered_session("es", Some(long_ago), &answers);
+        post_created(&app, &token(learner), &body).await;
+    }
+    let stamps =
+        "SELECT array_agg(updated_at ORDER BY learner_id) FROM lingo.learner_language_totals";
+    let before: Vec<DateTime<Utc>> = sqlx::query_scalar(stamps)
+        .fetch_one(&mut app.admin().await)
+        .await
+        .unwrap();
+    let mut db = pipeline(&app).await;
+    run(
+        &mut db,
+        "INSERT INTO phrases (id, text, language_code) VALUES ('es-4', 'Hola', 'es')",
+    )
+    .await;
+    run(&mut db, "DELETE FROM phrases WHERE id = 'es-4'").await;
+    let after: Vec<DateTime<Utc>> = sqlx::query_scalar(stamps)
+        .fetch_one(&mut app.admin().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        before, after,
+        "an unanswered phrase's delete stamps nothing"
+    );
+
+    run(&mut db, "DELETE FROM phrases WHERE id IN ('es-1', 'es-3')").await;
+    assert_nothing_left_of_deleted_phrases(&app).await;
+    for (learner, started) in [("one", 1), ("two", 1), ("three", 0)] {
+        let (rows, totals) = my_progress(&app, &token(learner)).await;
+        assert_eq!(rows[0]["phrases_started"], started, "{learner}");
+        assert_eq!(
+            totals["phrases_due"], started,
+            "{learner}: due since long ago"
+        );
+        assert_eq!(totals["sessions"], 1, "{learner}");
+    }
 }
 
 /// After the delete, a session answering the phrase is refused and writes nothing; a late
