@@ -2,7 +2,8 @@
 -- learners' states with it (docs/lingo.md, "When the catalogue deletes a phrase"). The catalogue's
 -- own rows of it go by their foreign keys (`phrase_translations`, `phrase_search`, the stats and
 -- recommendations: ON DELETE CASCADE), but `phrase_states` has no foreign key to `phrases` (a
--- check per session's row, for a rare event), so the states stayed: the pages left them out, but
+-- cascade would not adjust `phrases_started` nor take the learners' locks, and its check would
+-- cost every first answer a lookup), so the states stayed: the pages left them out, but
 -- the due-day counts (`due_total`, `phrases_due`) and `phrases_started` still counted them, for
 -- ever (a phrase nobody can answer again stays due), the analytics export of states still
 -- listed them, and their checkpoints stayed.
