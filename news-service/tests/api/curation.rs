@@ -106,6 +106,9 @@ async fn an_id_readers_engaged_with_cannot_be_changed_by_the_pipeline() {
         "article_not_found",
     )
     .await;
+    let comment = json!({"article_id": "art-2", "text": "Late."});
+    let answer = app.post_comment("u1", &comment, None).await;
+    assert_problem(answer, 422, "unknown_article").await;
     let renamed = app.get_json("/articles/art-2x", Some("u1")).await;
     assert_eq!(renamed["like_count"], 0);
     assert_eq!(renamed["viewer"]["following_journalist"], true);
