@@ -7,13 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::Response;
+use reqwest::{RequestBuilder, Response};
 use serde_json::{Value, json};
 use shared_auth::testing::token;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::counts::assert_counts_exact;
 use crate::helpers::{TestApp, assert_problem, ids, pool_as, spawn_with_fixture};
+use crate::search_walks::wrong_counts;
 
 /// `statement` run by `pool`'s role fails with SQLSTATE `code`.
 async fn assert_refused(pool: &PgPool, statement: &str, code: &str) {
@@ -130,25 +131,28 @@ async fn wait_for_blocked_requests(app: &TestApp, n: i64) {
     }
 }
 
-/// POSTs `paths` as `user` while `writer` holds its uncommitted change of their targets, then
-/// commits it: the answers of the requests, which waited for the commit.
+/// POSTs without a body to each of `paths`, as `user`.
+fn posts(app: &TestApp, paths: &[&str], user: &str) -> Vec<RequestBuilder> {
+    let post = |path: &&str| app.client.post(app.url(path)).bearer_auth(token(user));
+    paths.iter().map(post).collect()
+}
+
+/// Sends `requests` while `writer` holds its uncommitted change of their targets, waits until
+/// each waits for it, then commits it: the answers, in the order of `requests`.
 async fn race_with(
     app: &TestApp,
     writer: Transaction<'static, Postgres>,
-    paths: &[&str],
-    user: &str,
+    requests: Vec<RequestBuilder>,
 ) -> Vec<Response> {
-    let requests: Vec<_> = paths
-        .iter()
-        .map(|path| {
-            let request = app.client.post(app.url(path)).bearer_auth(token(user));
-            tokio::spawn(async move { request.send().await.unwrap() })
-        })
+    let sent = requests.len();
+    let running: Vec<_> = requests
+        .into_iter()
+        .map(|request| tokio::spawn(async move { request.send().await.unwrap() }))
         .collect();
-    wait_for_blocked_requests(app, i64::try_from(paths.len()).unwrap()).await;
+    wait_for_blocked_requests(app, i64::try_from(sent).unwrap()).await;
     writer.commit().await.unwrap();
     let mut answers = Vec::new();
-    for request in requests {
+    for request in running {
         answers.push(request.await.unwrap());
     }
     answers
@@ -168,7 +172,7 @@ async fn a_like_or_follow_racing_a_rename_is_404_and_writes_nothing() {
         sqlx::query(statement).execute(&mut *rename).await.unwrap();
     }
     let paths = ["/articles/art-2/like", "/organizations/org-c/follow"];
-    let answers = race_with(&app, rename, &paths, "u1").await;
+    let answers = race_with(&app, rename, posts(&app, &paths, "u1")).await;
     let codes = ["article_not_found", "organization_not_found"];
     for (answer, code) in answers.into_iter().zip(codes) {
         assert_problem(answer, 404, code).await;
@@ -187,13 +191,16 @@ async fn a_like_or_follow_racing_a_rename_is_404_and_writes_nothing() {
 }
 
 /// The same race with an operator's delete (the owner role; the pipeline cannot delete): the
-/// delete takes the target's likes, follows and counter rows with it, and the late like or
-/// follow is a 404 that leaves no row or counter behind.
+/// delete takes the target's likes, comments, follows and counter rows with it, and the late
+/// like or follow is a 404, the late comment or reply a 422, leaving no row or counter behind.
 #[tokio::test]
-async fn a_like_or_follow_racing_the_delete_of_its_target_is_404_and_leaves_nothing() {
+async fn engagement_racing_the_delete_of_its_target_is_refused_and_leaves_nothing() {
     let app = spawn_with_fixture().await;
     engage(&app, "/articles/art-4/like", "u2").await;
     engage(&app, "/journalists/jrn-2/follow", "u2").await;
+    let first = json!({"article_id": "art-4", "text": "First."});
+    let answer = app.post_comment("u2", &first, None).await;
+    let parent = answer.json::<Value>().await.unwrap()["id"].clone();
     let owner = pool_as(&app.db, "news_owner").await;
     let mut delete = owner.begin().await.unwrap();
     for statement in [
@@ -203,13 +210,33 @@ async fn a_like_or_follow_racing_the_delete_of_its_target_is_404_and_leaves_noth
         sqlx::query(statement).execute(&mut *delete).await.unwrap();
     }
     let paths = ["/articles/art-4/like", "/journalists/jrn-2/follow"];
-    let answers = race_with(&app, delete, &paths, "u1").await;
-    let codes = ["article_not_found", "journalist_not_found"];
-    for (answer, code) in answers.into_iter().zip(codes) {
-        assert_problem(answer, 404, code).await;
+    let mut requests = posts(&app, &paths, "u1");
+    let comment = |body: Value| {
+        app.client
+            .post(app.url("/comments"))
+            .bearer_auth(token("u1"))
+            .json(&body)
+    };
+    requests.push(comment(json!({"article_id": "art-4", "text": "Late."})));
+    requests.push(comment(
+        json!({"article_id": "art-4", "parent_id": parent, "text": "Late."}),
+    ));
+    let mut answers = race_with(&app, delete, requests).await.into_iter();
+    for code in ["article_not_found", "journalist_not_found"] {
+        assert_problem(answers.next().unwrap(), 404, code).await;
     }
+    assert_problem(answers.next().unwrap(), 422, "unknown_article").await;
+    // The reply's article and parent are both gone: either is named.
+    let reply = answers.next().unwrap();
+    assert_eq!(reply.status(), 422);
+    let code = reply.json::<Value>().await.unwrap()["code"].clone();
+    assert!(
+        code == "unknown_article" || code == "unknown_parent",
+        "{code}"
+    );
     for table in [
         "likes",
+        "comments",
         "article_stats",
         "journalist_follows",
         "journalist_stats",
@@ -253,6 +280,59 @@ async fn an_article_moved_to_another_journalist_moves_between_feeds_with_its_cou
     let after = app.get("/articles/art-1", None).await;
     assert_ne!(after.headers()["etag"].to_str().unwrap(), etag);
     assert_counts_exact(&app, "after moving an article").await;
+}
+
+/// The number of articles of `language` that the lexeme counts hold.
+async fn articles_counted(app: &TestApp, language: &str) -> i64 {
+    let sql = format!(
+        "SELECT coalesce(sum(articles), 0)::bigint FROM search_lexemes \
+          WHERE language = '{language}' AND lexeme = ''"
+    );
+    app.count(&sql).await
+}
+
+/// An article the pipeline gives another language moves between the languages' lexeme counts
+/// (what a search plans by) and is found by search in it; a language left without
+/// articles is searched without error.
+#[tokio::test]
+async fn an_article_given_another_language_moves_between_the_lexeme_counts() {
+    let app = spawn_with_fixture().await;
+    let search = |q: &str| format!("/search?q={q}&sort=newest");
+    pipeline_writes(
+        &app,
+        "UPDATE articles SET language = 'es', title = 'Elecciones en el puerto' WHERE id = 'art-1'",
+    )
+    .await;
+    assert_eq!(
+        (
+            articles_counted(&app, "en").await,
+            articles_counted(&app, "es").await
+        ),
+        (4, 1)
+    );
+    assert_eq!(
+        ids(&app.get_json(&search("elección"), None).await),
+        ["art-1"]
+    );
+    pipeline_writes(
+        &app,
+        "UPDATE articles SET language = 'en' WHERE id = 'art-1'",
+    )
+    .await;
+    assert_eq!(
+        (
+            articles_counted(&app, "en").await,
+            articles_counted(&app, "es").await
+        ),
+        (5, 0)
+    );
+    // Searched in every language again, Spanish (now without articles) included.
+    assert_eq!(
+        ids(&app.get_json(&search("elecciones"), None).await),
+        ["art-1"]
+    );
+    let admin = app.admin().await;
+    assert_eq!(wrong_counts(&admin).await, 0);
 }
 
 /// A page's `next_cursor`, asserting there is one.
@@ -363,6 +443,19 @@ async fn feed_and_thread_cursors_of_rows_that_left_their_list() {
     }
     let first = app.get_json("/articles/art-4/comments?limit=1", None).await;
     let owner = pool_as(&app.db, "news_owner").await;
+    // An operator's delete of the comment a thread cursor names: the walk goes on after it.
+    let named = first["data"][0]["id"].as_str().unwrap().to_owned();
+    sqlx::query("DELETE FROM comments WHERE id = $1::uuid")
+        .bind(&named)
+        .execute(&owner)
+        .await
+        .unwrap();
+    let thread = "/articles/art-4/comments?limit=1";
+    let next = app
+        .get_json(&format!("{thread}&cursor={}", cursor_of(&first)), None)
+        .await;
+    assert_eq!(next["data"][0]["text"], "Two.");
+    assert_counts_exact(&app, "after deleting a comment").await;
     sqlx::query("DELETE FROM articles WHERE id = 'art-4'")
         .execute(&owner)
         .await
