@@ -88,6 +88,7 @@ async fn an_id_readers_engaged_with_cannot_be_changed_by_the_pipeline() {
         "UPDATE organizations SET id = 'org-cx' WHERE id = 'org-c'",
         // Articles point at their journalist and organisation too.
         "UPDATE journalists SET id = 'jrn-1x' WHERE id = 'jrn-1'",
+        "UPDATE organizations SET id = 'org-ax' WHERE id = 'org-a'",
     ] {
         assert_refused(&pipeline, statement, "23503").await;
     }
