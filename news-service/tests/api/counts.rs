@@ -69,7 +69,7 @@ async fn row_counts(pool: &PgPool) -> BTreeMap<(String, String), i64> {
 
 /// Asserts that every API count equals its rows; returns the total, so callers can check that
 /// the scenario really wrote something.
-async fn assert_counts_exact(app: &TestApp, when: &str) -> i64 {
+pub(crate) async fn assert_counts_exact(app: &TestApp, when: &str) -> i64 {
     let admin = app.admin().await;
     let rows = row_counts(&admin).await;
     admin.close().await;

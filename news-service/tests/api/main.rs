@@ -10,6 +10,7 @@ mod contract_review_edges;
 mod contract_review_reads;
 mod contract_review_writes;
 mod counts;
+mod curation;
 mod cursors;
 mod directory;
 mod engagement;

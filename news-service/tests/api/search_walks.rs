@@ -381,7 +381,7 @@ async fn walked_pages_give_what_postgresql_matches() {
 }
 
 /// Rows of `search_lexemes` that differ from a recount of the articles.
-async fn wrong_counts(admin: &PgPool) -> i64 {
+pub(crate) async fn wrong_counts(admin: &PgPool) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM (
             SELECT a.language, l.lexeme, count(*) AS n
