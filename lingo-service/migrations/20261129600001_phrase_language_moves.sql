@@ -59,18 +59,10 @@
 -- SECURITY DEFINER (owned by lingo_owner), like the search refresh the pipeline's writes already
 -- run: the pipeline role gets no right on the learners' tables.
 
--- A learner may have a totals row in a language without a session in it (a moved phrase's
--- states): no study times then. `LEAST`/`GREATEST` of a session's upsert skip the null.
--- (A pod of the previous release reads these columns as non-null: a phrase moved during a
--- rollout answers its learners' progress with 500 from the old pods until they are gone.)
-ALTER TABLE learner_language_totals
-    ALTER COLUMN first_studied_at DROP NOT NULL,
-    ALTER COLUMN last_studied_at DROP NOT NULL;
-
 -- The catalogue's list by language keeps its index, now unique (it always was: `id` is): the
--- language becomes a key column of `phrases`, see above.
-DROP INDEX phrases_language_code_id_idx;
-CREATE UNIQUE INDEX phrases_language_code_id_idx ON phrases (language_code, id);
+-- language becomes a key column of `phrases`, see above. Built first under another name: the
+-- build blocks only the pipeline's writes; the old index is dropped at the end (below).
+CREATE UNIQUE INDEX phrases_language_code_id_unique_idx ON phrases (language_code, id);
 
 -- Brings the states of the phrases `ids` to their phrases' language, with the totals' counts of
 -- phrases started. Does nothing for states already there.
@@ -148,7 +140,19 @@ CREATE TRIGGER phrase_states_language AFTER UPDATE ON phrases
     REFERENCING OLD TABLE AS old_phrases NEW TABLE AS new_phrases
     FOR EACH STATEMENT EXECUTE FUNCTION phrase_states_after_phrase_language();
 
--- The phrases moved before this migration.
-SELECT phrase_states_follow_phrases(ARRAY(
-    SELECT DISTINCT s.phrase_id FROM phrase_states s JOIN phrases p ON p.id = s.phrase_id
-     WHERE s.language_code <> p.language_code));
+-- Last, the statements that lock readers out (ACCESS EXCLUSIVE on `phrases` and on
+-- `learner_language_totals`, held until this migration commits, a moment later): a session or a
+-- page waits for them only that moment, not for the index build above. The phrases moved before
+-- this migration are brought in line by the next one, which scans `phrase_states` outside these
+-- locks.
+
+-- A learner may have a totals row in a language without a session in it (a moved phrase's
+-- states): no study times then. `LEAST`/`GREATEST` of a session's upsert skip the null.
+-- (A pod of the previous release reads these columns as non-null: a phrase moved during a
+-- rollout answers its learners' progress with 500 from the old pods until they are gone.)
+ALTER TABLE learner_language_totals
+    ALTER COLUMN first_studied_at DROP NOT NULL,
+    ALTER COLUMN last_studied_at DROP NOT NULL;
+
+DROP INDEX phrases_language_code_id_idx;
+ALTER INDEX phrases_language_code_id_unique_idx RENAME TO phrases_language_code_id_idx;
