@@ -61,6 +61,14 @@ pub fn on_constraint(name: &str) -> Option<Problem> {
     Some(code.into())
 }
 
+/// A session's transaction that PostgreSQL rolled back to break a deadlock is run
+/// again ([`shared_auth::pg::idempotency::idempotent_create`]).
+impl shared_auth::pg::idempotency::TransactionConflict for Error {
+    fn is_transaction_conflict(&self) -> bool {
+        matches!(self, Self::Database(error) if shared_auth::pg::pool::is_transaction_conflict(error))
+    }
+}
+
 impl Error {
     pub fn to_problem(&self) -> Problem {
         match self {

@@ -21,7 +21,7 @@ pub async fn idempotent_create<T: Serialize>(
     caller_id: &str,
     key: Option<&str>,
     request: &impl Serialize,
-    create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>>,
+    create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>> + Clone,
 ) -> Result<Response> {
     idempotency::idempotent_create(db, LOCK_SCOPE, caller_id, key, request, create).await
 }

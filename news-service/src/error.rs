@@ -83,6 +83,14 @@ impl IntoResponse for Error {
     }
 }
 
+/// A comment's transaction that PostgreSQL rolled back to break a deadlock is run again
+/// ([`shared_auth::pg::idempotency::idempotent_create`]).
+impl shared_auth::pg::idempotency::TransactionConflict for Error {
+    fn is_transaction_conflict(&self) -> bool {
+        matches!(self, Self::Database(error) if shared_auth::pg::pool::is_transaction_conflict(error))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;

@@ -491,6 +491,57 @@ async fn a_move_during_a_session_waits_for_it_and_moves_its_states() {
     }
 }
 
+/// A move of two phrases in one statement while a session of a learner holds their row lock and
+/// waits for one of them: the learner has a state of `es-2` (so the move's trigger waits for the
+/// learner) and answers `es-1` for the first time (so the session waits for the phrase, held
+/// here by the pipeline's `FOR UPDATE` before its move). PostgreSQL breaks the cycle by rolling
+/// back the session's transaction, which waited first (`deadlock_detected`). The service runs it
+/// again rather than answer 500: it then waits for the move, and is refused like any session
+/// after it (422, nothing written), while the move commits.
+#[tokio::test]
+async fn a_session_in_a_deadlock_with_a_move_is_run_again_not_a_500() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let earlier = answered_session("es", None, &[("es-2", true, None)]);
+    post_created(&app, &token("learner"), &earlier).await;
+
+    let mut mover = pipeline(&app).await;
+    run(&mut mover, "BEGIN").await;
+    run(
+        &mut mover,
+        "SELECT 1 FROM phrases WHERE id = 'es-1' FOR UPDATE",
+    )
+    .await;
+    let posting = {
+        let client = app.client.clone();
+        let url = app.url("/v1/lingo/me/study-sessions");
+        let body = answered_session("es", None, &[("es-1", true, None), ("es-2", true, None)]);
+        tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .bearer_auth(token("learner"))
+                .json(&body)
+                .send();
+            response.await.unwrap().status().as_u16()
+        })
+    };
+    until_waiting(&app, 1).await;
+    let moving = tokio::spawn(async move {
+        for statement in [
+            "UPDATE phrases SET language_code = 'pt' WHERE id IN ('es-1', 'es-2')",
+            "COMMIT",
+        ] {
+            sqlx::query(statement).execute(&mut mover).await.unwrap();
+        }
+    });
+
+    assert_eq!(posting.await.unwrap(), 422);
+    moving.await.unwrap();
+    let states = stored_states(&app, "learner").await;
+    assert_eq!(states.len(), 1, "es-2 only: {states:?}");
+    assert_counts_follow_the_states(&app).await;
+}
+
 /// The rows of an export (`path`, `/analytics/...`) changed since `since`: each one's key (the
 /// phrase, or the language), `language_code` and `updated_at`, in export order.
 pub(crate) async fn exported(

@@ -192,24 +192,71 @@ pub struct Created<T> {
 /// `caller_id` in the service's lock `scope`: a repeat of the same `request` replays the stored
 /// answer without running `create`, a different request under the same key is refused, and a
 /// fresh answer is stored with the transaction that made it, so a failed create stores nothing.
+///
+/// A transaction PostgreSQL rolls back to break a deadlock (see [`TransactionConflict`]) kept
+/// nothing, key record included, so it is run again, at most [`CONFLICT_ATTEMPTS`] times in all
+/// (within the request's deadline, like any statement): the client gets the answer of a run that
+/// was not caught in the cycle rather than a 500. So `create` is cloned for each run (a closure
+/// that borrows what it reads is).
 pub async fn idempotent_create<T, E>(
     db: &PgPool,
     scope: &str,
     caller_id: &str,
     key: Option<&str>,
     request: &impl Serialize,
+    create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>, E> + Clone,
+) -> Result<Response, E>
+where
+    T: Serialize,
+    E: From<Problem> + From<sqlx::Error> + TransactionConflict,
+{
+    let request_hash = request_hash(request);
+    let mut attempt = 1;
+    loop {
+        let run = create.clone();
+        match create_once(db, scope, caller_id, key, &request_hash, run).await {
+            Err(error) if error.is_transaction_conflict() && attempt < CONFLICT_ATTEMPTS => {
+                tracing::warn!(
+                    attempt,
+                    "PostgreSQL rolled the transaction back (a deadlock); running it again"
+                );
+                attempt += 1;
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// How many times [`idempotent_create`] runs a transaction that PostgreSQL keeps rolling back
+/// to break deadlocks. A round rolled back for a deadlock has waited `deadlock_timeout` (1 s by
+/// default) or more, so the request's deadline (5 s by default) allows a few.
+pub const CONFLICT_ATTEMPTS: u32 = 3;
+
+/// An error that may be PostgreSQL rolling the transaction back because it conflicted with
+/// another ([`crate::pg::pool::is_transaction_conflict`]): the services' error types say so of
+/// their database errors.
+pub trait TransactionConflict {
+    fn is_transaction_conflict(&self) -> bool;
+}
+
+/// One run of [`idempotent_create`]'s transaction.
+async fn create_once<T, E>(
+    db: &PgPool,
+    scope: &str,
+    caller_id: &str,
+    key: Option<&str>,
+    request_hash: &[u8],
     create: impl AsyncFnOnce(&mut PgConnection) -> Result<Created<T>, E>,
 ) -> Result<Response, E>
 where
     T: Serialize,
     E: From<Problem> + From<sqlx::Error>,
 {
-    let request_hash = request_hash(request);
     let mut tx = crate::pg::pool::begin_within_deadline(db).await?;
     let answer = async {
         if let Some(key) = key
             && let Begin::Replay(stored) =
-                begin::<E>(&mut tx, scope, caller_id, key, &request_hash).await?
+                begin::<E>(&mut tx, scope, caller_id, key, request_hash).await?
         {
             return Ok(stored.into_response());
         }
@@ -223,7 +270,7 @@ where
                 &mut tx,
                 caller_id,
                 key,
-                &request_hash,
+                request_hash,
                 status,
                 &body,
                 location,

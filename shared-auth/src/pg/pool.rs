@@ -123,6 +123,17 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether PostgreSQL rolled the transaction back because it conflicted with another: 40P01
+/// (`deadlock_detected`: it was one of a cycle of transactions waiting for each other's locks) or
+/// 40001 (`serialization_failure`). Nothing of it was kept, and the same transaction run again
+/// may well succeed.
+pub fn is_transaction_conflict(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "40P01" || code == "40001")
+}
+
 /// Whether the server ended the statement or its transaction for the request deadline: 57014
 /// (`query_canceled`, the `statement_timeout`) or 25P03 (`idle_in_transaction_session_timeout`,
 /// which terminates the connection of a transaction left idle that long). [`with_time_limits`]
