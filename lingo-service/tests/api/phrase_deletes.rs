@@ -12,8 +12,9 @@ use crate::helpers::{
     spawn_app_unseeded, stored_states,
 };
 use crate::phrase_moves::{
-    assert_counts_follow_the_states, counted, database_second, exported, get_json, my_progress,
-    my_reviews, run, spanish_catalogue, until_waiting,
+    assert_counts_follow_the_states, catalogue_write_during_a_session, counted, database_second,
+    due_days_of, exported, get_json, my_progress, my_reviews, run,
+    session_during_an_open_catalogue_write, spanish_catalogue, uncommitted_state,
 };
 use crate::search::pipeline;
 
@@ -268,30 +269,10 @@ async fn sessions_after_a_delete_refuse_the_phrase_and_replay_only_the_others() 
     assert_nothing_left_of_deleted_phrases(&app).await;
 }
 
-/// The pipeline deletes `phrase` in a transaction that stays open; meanwhile `learner` posts a
-/// session answering it (and `es-2`), which waits for the delete; the delete commits. Returns
-/// the session's status.
+/// `learner`'s session answering `phrase` (and `es-2`) during an open delete of it.
 async fn session_during_an_open_delete(app: &TestApp, learner: &str, phrase: &str) -> u16 {
-    let mut deleter = pipeline(app).await;
-    run(&mut deleter, "BEGIN").await;
-    sqlx::query("DELETE FROM phrases WHERE id = $1")
-        .bind(phrase)
-        .execute(&mut deleter)
-        .await
-        .unwrap();
-    let body = answered_session("es", None, &[("es-2", true, None), (phrase, true, None)]);
-    let posting = {
-        let client = app.client.clone();
-        let url = app.url("/v1/lingo/me/study-sessions");
-        let learner = token(learner);
-        tokio::spawn(async move {
-            let response = client.post(url).bearer_auth(learner).json(&body).send();
-            response.await.unwrap().status().as_u16()
-        })
-    };
-    until_waiting(app, 1).await;
-    run(&mut deleter, "COMMIT").await;
-    posting.await.unwrap()
+    let deleting = format!("DELETE FROM phrases WHERE id = '{phrase}'");
+    session_during_an_open_catalogue_write(app, learner, phrase, &deleting).await
 }
 
 /// A session that arrives while a delete of its phrase is uncommitted waits for it and is then
@@ -334,42 +315,15 @@ async fn a_delete_during_a_session_waits_for_it_and_deletes_its_states() {
         (
             "first-time",
             "es-3",
-            "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
-               difficulty, due_at, reviews, correct, lapses, first_reviewed_at, \
-               last_reviewed_at, last_grade, updated_at) \
-             VALUES ('first-time', 'es-3', 'es', 1, 5, now(), 1, 1, 0, now(), now(), 3, now())",
+            uncommitted_state("first-time", "es-3"),
         ),
-        (
-            "known",
-            "es-1",
-            "SELECT 1 FROM lingo.phrase_due_days WHERE learner_id = 'known' FOR UPDATE",
-        ),
+        ("known", "es-1", due_days_of("known")),
     ] {
-        let mut admin = app.admin().await;
-        run(&mut admin, "BEGIN").await;
-        run(&mut admin, holder).await;
-        let posting = {
-            let client = app.client.clone();
-            let url = app.url("/v1/lingo/me/study-sessions");
-            let body = answered_session("es", None, &[(phrase, true, None), ("es-2", true, None)]);
-            let learner = token(learner);
-            tokio::spawn(async move {
-                let response = client.post(url).bearer_auth(learner).json(&body).send();
-                response.await.unwrap().status().as_u16()
-            })
-        };
-        until_waiting(&app, 1).await;
-        let deleting = {
-            let mut deleter = pipeline(&app).await;
-            tokio::spawn(async move {
-                let statement = sqlx::query("DELETE FROM phrases WHERE id = $1").bind(phrase);
-                statement.execute(&mut deleter).await.unwrap();
-            })
-        };
-        until_waiting(&app, 2).await;
-        run(&mut admin, "ROLLBACK").await;
-        assert_eq!(posting.await.unwrap(), 201, "{learner}");
-        deleting.await.unwrap();
+        let deleting = format!("DELETE FROM phrases WHERE id = '{phrase}'");
+        let answers = [(phrase, true, None), ("es-2", true, None)];
+        let status =
+            catalogue_write_during_a_session(&app, learner, &answers, &holder, deleting).await;
+        assert_eq!(status, 201, "{learner}");
 
         assert_eq!(rows_of(&app, "phrase_states", learner, phrase).await, 0);
         assert_eq!(rows_of(&app, "phrase_states", learner, "es-2").await, 1);

@@ -370,37 +370,45 @@ pub(crate) async fn until_waiting(app: &TestApp, count: i64) {
     panic!("fewer than {count} transactions waited for a lock within 10 s");
 }
 
-/// The pipeline moves `es-1` in a transaction that stays open; meanwhile `learner` posts a
-/// Spanish session answering it (and `es-2`), which waits for the move; the move commits.
-/// Returns the session's status.
-async fn session_during_an_open_move(app: &TestApp, learner: &str) -> u16 {
-    let mut mover = pipeline(app).await;
-    run(&mut mover, "BEGIN").await;
-    run(
-        &mut mover,
-        "UPDATE phrases SET language_code = 'pt' WHERE id = 'es-1'",
-    )
-    .await;
-    let body = answered_session("es", None, &[("es-2", true, None), ("es-1", true, None)]);
-    let posting = {
-        let client = app.client.clone();
-        let url = app.url("/v1/lingo/me/study-sessions");
-        let learner = token(learner);
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(learner)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        })
-    };
+/// Posts, in the background, `learner`'s Spanish session answering `answers`; gives its status.
+pub(crate) fn post_session_in_background(
+    app: &TestApp,
+    learner: &str,
+    answers: &[(&str, bool, Option<&str>)],
+) -> tokio::task::JoinHandle<u16> {
+    let client = app.client.clone();
+    let url = app.url("/v1/lingo/me/study-sessions");
+    let body = answered_session("es", None, answers);
+    let learner = token(learner);
+    tokio::spawn(async move {
+        let response = client.post(url).bearer_auth(learner).json(&body).send();
+        response.await.unwrap().status().as_u16()
+    })
+}
+
+/// The pipeline runs `catalogue` (a move or a delete of `phrase`) in a transaction that stays
+/// open; meanwhile `learner` posts a Spanish session answering `phrase` and `es-2`, which waits
+/// for it; the pipeline commits. Returns the session's status.
+pub(crate) async fn session_during_an_open_catalogue_write(
+    app: &TestApp,
+    learner: &str,
+    phrase: &str,
+    catalogue: &str,
+) -> u16 {
+    let mut writer = pipeline(app).await;
+    run(&mut writer, "BEGIN").await;
+    run(&mut writer, catalogue).await;
+    let posting =
+        post_session_in_background(app, learner, &[("es-2", true, None), (phrase, true, None)]);
     until_waiting(app, 1).await;
-    run(&mut mover, "COMMIT").await;
+    run(&mut writer, "COMMIT").await;
     posting.await.unwrap()
+}
+
+/// `learner`'s session answering `es-1` during an open move of it to Portuguese.
+async fn session_during_an_open_move(app: &TestApp, learner: &str) -> u16 {
+    let moving = "UPDATE phrases SET language_code = 'pt' WHERE id = 'es-1'";
+    session_during_an_open_catalogue_write(app, learner, "es-1", moving).await
 }
 
 /// A session that arrives while a move of its phrase is uncommitted waits for it and is then
@@ -421,6 +429,52 @@ async fn a_session_answering_a_phrase_being_moved_waits_and_is_refused() {
     assert_counts_follow_the_states(&app).await;
 }
 
+/// Holds `learner`'s session posting `answers` (in Spanish) between its check of the phrases and
+/// its write, by `holder`, a statement of a superuser's transaction that locks a row the write
+/// waits for; runs the pipeline's `catalogue` statement once the session waits, and rolls the
+/// holder back once the statement waits too (for the session). Returns the session's status, after
+/// the statement has run.
+pub(crate) async fn catalogue_write_during_a_session(
+    app: &TestApp,
+    learner: &str,
+    answers: &[(&str, bool, Option<&str>)],
+    holder: &str,
+    catalogue: String,
+) -> u16 {
+    let mut admin = app.admin().await;
+    run(&mut admin, "BEGIN").await;
+    run(&mut admin, holder).await;
+    let posting = post_session_in_background(app, learner, answers);
+    until_waiting(app, 1).await;
+    let writing = {
+        let mut writer = pipeline(app).await;
+        tokio::spawn(async move {
+            sqlx::query(&catalogue).execute(&mut writer).await.unwrap();
+        })
+    };
+    until_waiting(app, 2).await;
+    run(&mut admin, "ROLLBACK").await;
+    let status = posting.await.unwrap();
+    writing.await.unwrap();
+    status
+}
+
+/// A row lock of `learner`'s due days, which a session of a phrase they answered before waits for.
+pub(crate) fn due_days_of(learner: &str) -> String {
+    format!("SELECT 1 FROM lingo.phrase_due_days WHERE learner_id = '{learner}' FOR UPDATE")
+}
+
+/// An uncommitted state of `learner` for `phrase`, which a session answering it for the first
+/// time (inserting the same key) waits for.
+pub(crate) fn uncommitted_state(learner: &str, phrase: &str) -> String {
+    format!(
+        "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
+           difficulty, due_at, reviews, correct, lapses, first_reviewed_at, last_reviewed_at, \
+           last_grade, updated_at) \
+         VALUES ('{learner}', '{phrase}', 'es', 1, 5, now(), 1, 1, 0, now(), now(), 3, now())"
+    )
+}
+
 /// A session that has checked its phrases and is writing their states when the pipeline moves
 /// one of them: the move waits for the session and then moves what it wrote. The session is
 /// held between its check and its write by a row its write waits for: `phrase_states` of the
@@ -435,45 +489,14 @@ async fn a_move_during_a_session_waits_for_it_and_moves_its_states() {
     post_created(&app, &token("known"), &earlier).await;
 
     for (learner, holder) in [
-        (
-            "first-time",
-            "INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, \
-               difficulty, due_at, reviews, correct, lapses, first_reviewed_at, \
-               last_reviewed_at, last_grade, updated_at) \
-             VALUES ('first-time', 'es-1', 'es', 1, 5, now(), 1, 1, 0, now(), now(), 3, now())",
-        ),
-        (
-            "known",
-            "SELECT 1 FROM lingo.phrase_due_days WHERE learner_id = 'known' FOR UPDATE",
-        ),
+        ("first-time", uncommitted_state("first-time", "es-1")),
+        ("known", due_days_of("known")),
     ] {
-        let mut admin = app.admin().await;
-        run(&mut admin, "BEGIN").await;
-        run(&mut admin, holder).await;
-        let posting = {
-            let client = app.client.clone();
-            let url = app.url("/v1/lingo/me/study-sessions");
-            let body = answered_session("es", None, &[("es-1", true, None)]);
-            let learner = token(learner);
-            tokio::spawn(async move {
-                let response = client.post(url).bearer_auth(learner).json(&body).send();
-                response.await.unwrap().status().as_u16()
-            })
-        };
-        until_waiting(&app, 1).await;
-        let moving = {
-            let mut mover = pipeline(&app).await;
-            tokio::spawn(async move {
-                sqlx::query("UPDATE phrases SET language_code = 'pt' WHERE id = 'es-1'")
-                    .execute(&mut mover)
-                    .await
-                    .unwrap();
-            })
-        };
-        until_waiting(&app, 2).await;
-        run(&mut admin, "ROLLBACK").await;
-        assert_eq!(posting.await.unwrap(), 201, "{learner}");
-        moving.await.unwrap();
+        let moving = "UPDATE phrases SET language_code = 'pt' WHERE id = 'es-1'".to_owned();
+        let answers = [("es-1", true, None)];
+        let status =
+            catalogue_write_during_a_session(&app, learner, &answers, &holder, moving).await;
+        assert_eq!(status, 201, "{learner}");
 
         let mut states = app.admin().await;
         let moved: (String, i32) = sqlx::query_as(
@@ -512,19 +535,8 @@ async fn a_session_in_a_deadlock_with_a_move_is_run_again_not_a_500() {
         "SELECT 1 FROM phrases WHERE id = 'es-1' FOR UPDATE",
     )
     .await;
-    let posting = {
-        let client = app.client.clone();
-        let url = app.url("/v1/lingo/me/study-sessions");
-        let body = answered_session("es", None, &[("es-1", true, None), ("es-2", true, None)]);
-        tokio::spawn(async move {
-            let response = client
-                .post(url)
-                .bearer_auth(token("learner"))
-                .json(&body)
-                .send();
-            response.await.unwrap().status().as_u16()
-        })
-    };
+    let answers = [("es-1", true, None), ("es-2", true, None)];
+    let posting = post_session_in_background(&app, "learner", &answers);
     until_waiting(&app, 1).await;
     let moving = tokio::spawn(async move {
         for statement in [
