@@ -14,7 +14,8 @@ use crate::helpers::{
 use crate::phrase_moves::{
     assert_counts_follow_the_states, catalogue_write_during_a_session, counted, database_second,
     due_days_of, exported, get_json, my_progress, my_reviews, run,
-    session_during_an_open_catalogue_write, spanish_catalogue, uncommitted_state,
+    session_during_an_open_catalogue_write, spanish_catalogue,
+    three_learners_of_the_spanish_catalogue, uncommitted_state,
 };
 use crate::search::pipeline;
 
@@ -74,32 +75,41 @@ async fn exported_states(app: &TestApp) -> Vec<String> {
     rows
 }
 
-#[tokio::test]
-async fn a_deleted_phrase_leaves_no_due_count_started_phrase_export_row_or_checkpoint() {
-    let app = spawn_app_unseeded().await;
-    spanish_catalogue(&app).await;
-    let now = Utc::now();
-    let day = |days: i64| now - TimeDelta::days(days);
+/// Learner `deleter` answers `es-1` and `es-2` right forty days before `now` (posted 25 days
+/// before, then moved back) and again five days before, `second` (whether each answer was
+/// right): the second session keeps a checkpoint of both phrases, their first answers being
+/// settled.
+async fn deleter_answered_40_and_5_days_ago(app: &TestApp, now: DateTime<Utc>, second: [bool; 2]) {
     let learner = token("deleter");
-    // Forty days ago (posted 25 days ago, then moved back) and five: the second session keeps a
-    // checkpoint of both phrases (their first answers are settled), and wrong answers make both
-    // due again by now (a page with no due phrase answers `due_total` 0 without counting).
+    let day = |days: i64| now - TimeDelta::days(days);
     let first = [("es-1", true, None), ("es-2", true, None)];
     post_created(
-        &app,
+        app,
         &learner,
         &answered_session("es", Some(day(25)), &first),
     )
     .await;
-    move_into_the_past(&app, &["deleter"], 15).await;
-    let second = [("es-1", false, None), ("es-2", false, None)];
+    move_into_the_past(app, &["deleter"], 15).await;
+    let second = [("es-1", second[0], None), ("es-2", second[1], None)];
     post_created(
-        &app,
+        app,
         &learner,
         &answered_session("es", Some(day(5)), &second),
     )
     .await;
-    let other = answered_session("es", Some(day(5)), &[("es-2", true, None)]);
+}
+
+#[tokio::test]
+async fn a_deleted_phrase_leaves_no_due_count_started_phrase_export_row_or_checkpoint() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    let learner = token("deleter");
+    // Wrong answers make both phrases due again by now (a page with no due phrase answers
+    // `due_total` 0 without counting).
+    let now = Utc::now();
+    deleter_answered_40_and_5_days_ago(&app, now, [false, false]).await;
+    let five_days_ago = now - TimeDelta::days(5);
+    let other = answered_session("es", Some(five_days_ago), &[("es-2", true, None)]);
     post_created(&app, &token("bystander"), &other).await;
     assert_eq!(
         rows_of(&app, "phrase_checkpoints", "deleter", "es-1").await,
@@ -178,15 +188,7 @@ async fn a_deleted_phrase_leaves_no_due_count_started_phrase_export_row_or_check
 async fn one_statement_deleting_several_phrases_of_several_learners_keeps_every_count() {
     let app = spawn_app_unseeded().await;
     spanish_catalogue(&app).await;
-    let long_ago = Utc::now() - TimeDelta::days(20);
-    for (learner, answers) in [
-        ("one", vec![("es-1", true, None), ("es-2", false, None)]),
-        ("two", vec![("es-2", true, None), ("es-3", true, None)]),
-        ("three", vec![("es-3", true, None)]),
-    ] {
-        let body = answered_session("es", Some(long_ago), &answers);
-        post_created(&app, &token(learner), &body).await;
-    }
+    three_learners_of_the_spanish_catalogue(&app).await;
     let stamps =
         "SELECT array_agg(updated_at ORDER BY learner_id) FROM lingo.learner_language_totals";
     let before: Vec<DateTime<Utc>> = sqlx::query_scalar(stamps)
@@ -232,18 +234,7 @@ async fn sessions_after_a_delete_refuse_the_phrase_and_replay_only_the_others() 
     let now = Utc::now();
     let day = |days: i64| now - TimeDelta::days(days);
     let learner = token("deleter");
-    // Forty days ago (posted 25 days ago, then moved back) and five.
-    let first = [("es-1", true, None), ("es-2", true, None)];
-    let first = answered_session("es", Some(day(25)), &first);
-    post_created(&app, &learner, &first).await;
-    move_into_the_past(&app, &["deleter"], 15).await;
-    let second = [("es-1", true, None), ("es-2", false, None)];
-    post_created(
-        &app,
-        &learner,
-        &answered_session("es", Some(day(5)), &second),
-    )
-    .await;
+    deleter_answered_40_and_5_days_ago(&app, now, [true, false]).await;
     delete_phrase(&app, "es-1").await;
 
     let refused = answered_session("es", None, &[("es-2", true, None), ("es-1", true, None)]);

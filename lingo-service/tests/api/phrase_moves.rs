@@ -252,12 +252,9 @@ async fn a_moved_phrase_is_listed_due_and_counted_in_its_new_language() {
     assert_counts_follow_the_states(&app).await;
 }
 
-/// An update of `phrases` that changes no language, or moves several phrases of several
-/// learners at once, keeps every count exact; a text edit does not touch the states.
-#[tokio::test]
-async fn one_statement_moving_several_phrases_of_several_learners_keeps_every_count() {
-    let app = spawn_app_unseeded().await;
-    spanish_catalogue(&app).await;
+/// Learners `one` (`es-1`, `es-2`), `two` (`es-2`, `es-3`) and `three` (`es-3`), each with one
+/// session 20 days ago, so every phrase they answered is due.
+pub(crate) async fn three_learners_of_the_spanish_catalogue(app: &TestApp) {
     let long_ago = Utc::now() - TimeDelta::days(20);
     for (learner, answers) in [
         ("one", vec![("es-1", true, None), ("es-2", false, None)]),
@@ -265,8 +262,17 @@ async fn one_statement_moving_several_phrases_of_several_learners_keeps_every_co
         ("three", vec![("es-3", true, None)]),
     ] {
         let body = answered_session("es", Some(long_ago), &answers);
-        post_created(&app, &token(learner), &body).await;
+        post_created(app, &token(learner), &body).await;
     }
+}
+
+/// An update of `phrases` that changes no language, or moves several phrases of several
+/// learners at once, keeps every count exact; a text edit does not touch the states.
+#[tokio::test]
+async fn one_statement_moving_several_phrases_of_several_learners_keeps_every_count() {
+    let app = spawn_app_unseeded().await;
+    spanish_catalogue(&app).await;
+    three_learners_of_the_spanish_catalogue(&app).await;
     let before: DateTime<Utc> = sqlx::query_scalar("SELECT max(updated_at) FROM phrase_states")
         .fetch_one(&mut app.admin().await)
         .await
