@@ -64,6 +64,32 @@
 -- build blocks only the pipeline's writes; the old index is dropped at the end (below).
 CREATE UNIQUE INDEX phrases_language_code_id_unique_idx ON phrases (language_code, id);
 
+-- The exports' hold (see above), for a catalogue write about to stamp learners' rows: a
+-- transaction-level advisory lock of class 1_861_129_600 keyed by the current second (seconds
+-- since 2000, which fit the lock's 32-bit key until 2068); returns the time to stamp with, taken
+-- after the lock.
+CREATE FUNCTION hold_exports_for_a_catalogue_stamp() RETURNS timestamptz
+    LANGUAGE plpgsql SET search_path = lingo, pg_temp AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1861129600,
+        (floor(extract(epoch FROM clock_timestamp())) - 946684800)::integer);
+    RETURN clock_timestamp();
+END $$;
+REVOKE EXECUTE ON FUNCTION hold_exports_for_a_catalogue_stamp() FROM PUBLIC;
+
+-- The start of the second of the oldest hold taken by a catalogue write in progress in this
+-- database, null when there is none: the exports stay at or below it (store/progress.rs,
+-- `export_horizon`). Every role may read `pg_locks`.
+CREATE FUNCTION oldest_catalogue_stamp_in_progress() RETURNS timestamptz
+    LANGUAGE sql SET search_path = lingo, pg_temp
+BEGIN ATOMIC
+    SELECT to_timestamp(946684800 + min(objid::bigint)) FROM pg_locks
+     WHERE locktype = 'advisory' AND classid = 1861129600 AND objsubid = 2
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
+END;
+REVOKE EXECUTE ON FUNCTION oldest_catalogue_stamp_in_progress() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION oldest_catalogue_stamp_in_progress() TO lingo_app;
+
 -- Brings the states of the phrases `ids` to their phrases' language, with the totals' counts of
 -- phrases started. Does nothing for states already there.
 CREATE FUNCTION phrase_states_follow_phrases(ids text[]) RETURNS void
@@ -78,10 +104,7 @@ BEGIN
                              WHERE s.phrase_id = ANY (ids) AND s.language_code <> p.language_code)
      ORDER BY l.learner_id
        FOR UPDATE OF l;
-    -- The export's hold (see above): seconds since 2000 fit the lock's 32-bit key until 2068.
-    PERFORM pg_advisory_xact_lock_shared(1861129600,
-        (floor(extract(epoch FROM clock_timestamp())) - 946684800)::integer);
-    moved_at := clock_timestamp();
+    moved_at := hold_exports_for_a_catalogue_stamp();
     WITH moving AS (
         SELECT s.learner_id, s.phrase_id, s.language_code AS old_language,
                p.language_code AS new_language

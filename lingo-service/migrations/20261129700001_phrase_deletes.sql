@@ -64,9 +64,7 @@ BEGIN
         RETURN;
     END IF;
     -- The exports' hold, as the move takes it (migration 20261129600001).
-    PERFORM pg_advisory_xact_lock_shared(1861129600,
-        (floor(extract(epoch FROM clock_timestamp())) - 946684800)::integer);
-    deleted_at := clock_timestamp();
+    deleted_at := hold_exports_for_a_catalogue_stamp();
     WITH deleted AS (
         DELETE FROM phrase_states s WHERE s.phrase_id = ANY (ids)
         RETURNING s.learner_id, s.language_code),

@@ -132,19 +132,17 @@ pub async fn xp_by_language<'e>(
 /// totals when they move a phrase to another language or delete one learners answered: such a
 /// move or delete holds an advisory lock keyed by the second it stamps in, taken before it stamps,
 /// until it ends (migrations 20261129600001 and 20261129700001), and the horizon stays at or below
-/// the oldest such second (reading `pg_locks` holds the lock manager for a moment: fine for an
-/// export page, not for a hot path). It must be read before the page's own snapshot is taken, in a
-/// statement of its own: a transaction that committed in between is then visible to the page.
+/// the oldest such second (`oldest_catalogue_stamp_in_progress()`, which reads `pg_locks`: that
+/// holds the lock manager for a moment, fine for an export page, not for a hot path). It must be
+/// read before the page's own snapshot is taken, in a statement of its own: a transaction that
+/// committed in between is then visible to the page.
 pub async fn export_horizon<'e>(db: impl PgExecutor<'e>) -> Result<DateTime<Utc>> {
     let horizon = sqlx::query_scalar!(
         r#"SELECT LEAST(now(),
              (SELECT min(xact_start) FROM pg_stat_activity
                WHERE datname = current_database() AND usename = current_user
                  AND pid <> pg_backend_pid()),
-             (SELECT to_timestamp(946684800 + min(objid::bigint)) FROM pg_locks
-               WHERE locktype = 'advisory' AND classid = 1861129600 AND objsubid = 2
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())))
-             AS "horizon!""#
+             oldest_catalogue_stamp_in_progress()) AS "horizon!""#
     )
     .fetch_one(db)
     .await?;
