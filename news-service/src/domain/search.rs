@@ -147,6 +147,12 @@ pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+        .and_then(|t| {
+            // chrono reads nanoseconds and drops finer digits: a bound written finer still
+            // lies after the nanosecond chrono read, so it counts as the next one.
+            let finer = i64::from(written_finer_than_nanoseconds(text));
+            t.checked_add_signed(chrono::TimeDelta::nanoseconds(finer))
+        })
         .and_then(ceil_to_micros)
         .filter(|t| cursor::timestamp(t.timestamp_micros()).is_some())
         .ok_or_else(|| {
@@ -154,6 +160,18 @@ pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
                 "{name} must be an RFC 3339 date-time (2026-11-21T09:30:00Z)"
             ))
         })
+}
+
+/// Whether an RFC 3339 text has a non-zero digit past the ninth of its fraction of a second
+/// (its only `.` starts the fraction).
+fn written_finer_than_nanoseconds(text: &str) -> bool {
+    text.split_once('.').is_some_and(|(_, fraction)| {
+        fraction
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .skip(9)
+            .any(|digit| digit != '0')
+    })
 }
 
 /// The first whole microsecond at or after `t` (`None` past chrono's range).
@@ -799,12 +817,18 @@ mod tests {
         for text in [
             "2026-11-01T10:00:00.000000001Z",
             "2026-11-01T10:00:00.000000999Z",
+            "2026-11-01T10:00:00.0000000001Z",
+            "2026-11-01T10:00:00.000000000000000000001+00:00",
         ] {
             assert_eq!(parse_time("t", text).unwrap(), at(0) + micro, "{text}");
         }
         assert_eq!(
             parse_time("t", "2026-11-01T10:00:00.000001Z").unwrap(),
             at(0) + micro
+        );
+        assert_eq!(
+            parse_time("t", "2026-11-01T10:00:00.0000000000000Z").unwrap(),
+            at(0)
         );
         assert!(parse_time("t", "2026-11-01").is_err());
         assert!(parse_time("t", "yesterday").is_err());
