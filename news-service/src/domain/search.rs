@@ -102,7 +102,7 @@ pub fn positive_query(q: &str) -> String {
     kept
 }
 
-/// `sort`.
+/// The order of a search: `relevance` (the default) or `newest`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
@@ -478,8 +478,35 @@ pub struct Highlight {
     pub text: String,
     /// The matched words of `text` as `[start, end)` pairs counted in Unicode code points (not
     /// bytes, not UTF-16 units), in order.
-    #[schema(value_type = Vec<Vec<u32>>, min_items = 1)]
+    #[schema(schema_with = mark_pairs)]
     pub marks: Vec<[usize; 2]>,
+}
+
+/// The schema of [`Highlight::marks`]: at least one mark, each exactly two code-point offsets
+/// (a bare nested integer array would let a client's generated type take any length).
+fn mark_pairs() -> utoipa::openapi::Array {
+    use utoipa::openapi::{ArrayBuilder, ObjectBuilder, Type};
+    let offset = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::Int32,
+        )))
+        .minimum(Some(0));
+    let pair = ArrayBuilder::new()
+        .items(offset)
+        .min_items(Some(2))
+        .max_items(Some(2))
+        .description(Some(
+            "`[start, end)`: `start` < `end` <= the code points of `text`.",
+        ));
+    ArrayBuilder::new()
+        .items(pair)
+        .min_items(Some(1))
+        .description(Some(
+            "The matched words of `text` as `[start, end)` pairs counted in Unicode code points \
+             (not bytes, not UTF-16 units), in order.",
+        ))
+        .build()
 }
 
 /// A search match: the article as lists show it, its score and its highlights.
