@@ -102,7 +102,7 @@ pub fn positive_query(q: &str) -> String {
     kept
 }
 
-/// `sort`.
+/// The order of a search: `relevance` (the default) or `newest`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
@@ -147,6 +147,12 @@ pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+        .and_then(|t| {
+            // chrono reads nanoseconds and drops finer digits: a bound written finer still
+            // lies after the nanosecond chrono read, so it counts as the next one.
+            let finer = i64::from(written_finer_than_nanoseconds(text));
+            t.checked_add_signed(chrono::TimeDelta::nanoseconds(finer))
+        })
         .and_then(ceil_to_micros)
         .filter(|t| cursor::timestamp(t.timestamp_micros()).is_some())
         .ok_or_else(|| {
@@ -154,6 +160,18 @@ pub fn parse_time(name: &str, text: &str) -> Result<DateTime<Utc>, Problem> {
                 "{name} must be an RFC 3339 date-time (2026-11-21T09:30:00Z)"
             ))
         })
+}
+
+/// Whether an RFC 3339 text has a non-zero digit past the ninth of its fraction of a second
+/// (its only `.` starts the fraction).
+fn written_finer_than_nanoseconds(text: &str) -> bool {
+    text.split_once('.').is_some_and(|(_, fraction)| {
+        fraction
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .skip(9)
+            .any(|digit| digit != '0')
+    })
 }
 
 /// The first whole microsecond at or after `t` (`None` past chrono's range).
@@ -460,8 +478,35 @@ pub struct Highlight {
     pub text: String,
     /// The matched words of `text` as `[start, end)` pairs counted in Unicode code points (not
     /// bytes, not UTF-16 units), in order.
-    #[schema(value_type = Vec<Vec<u32>>, min_items = 1)]
+    #[schema(schema_with = mark_pairs)]
     pub marks: Vec<[usize; 2]>,
+}
+
+/// The schema of [`Highlight::marks`]: at least one mark, each exactly two code-point offsets
+/// (a bare nested integer array would let a client's generated type take any length).
+fn mark_pairs() -> utoipa::openapi::Array {
+    use utoipa::openapi::{ArrayBuilder, ObjectBuilder, Type};
+    let offset = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::Int32,
+        )))
+        .minimum(Some(0));
+    let pair = ArrayBuilder::new()
+        .items(offset)
+        .min_items(Some(2))
+        .max_items(Some(2))
+        .description(Some(
+            "`[start, end)`: `start` < `end` <= the code points of `text`.",
+        ));
+    ArrayBuilder::new()
+        .items(pair)
+        .min_items(Some(1))
+        .description(Some(
+            "The matched words of `text` as `[start, end)` pairs counted in Unicode code points \
+             (not bytes, not UTF-16 units), in order.",
+        ))
+        .build()
 }
 
 /// A search match: the article as lists show it, its score and its highlights.
@@ -799,12 +844,18 @@ mod tests {
         for text in [
             "2026-11-01T10:00:00.000000001Z",
             "2026-11-01T10:00:00.000000999Z",
+            "2026-11-01T10:00:00.0000000001Z",
+            "2026-11-01T10:00:00.000000000000000000001+00:00",
         ] {
             assert_eq!(parse_time("t", text).unwrap(), at(0) + micro, "{text}");
         }
         assert_eq!(
             parse_time("t", "2026-11-01T10:00:00.000001Z").unwrap(),
             at(0) + micro
+        );
+        assert_eq!(
+            parse_time("t", "2026-11-01T10:00:00.0000000000000Z").unwrap(),
+            at(0)
         );
         assert!(parse_time("t", "2026-11-01").is_err());
         assert!(parse_time("t", "yesterday").is_err());

@@ -51,8 +51,8 @@ struct SearchQuery {
     /// Only articles published before this time (RFC 3339).
     #[param(value_type = Option<String>, format = DateTime)]
     published_before: Option<String>,
-    /// `relevance` (title matches above summary matches above body matches, newer first among
-    /// equals) or `newest` (`published_at` descending, ties by `id` descending).
+    /// `relevance`, the default (title matches above summary matches above body matches, newer
+    /// first among equals), or `newest` (`published_at` descending, ties by `id` descending).
     #[param(inline)]
     sort: Option<Sort>,
     /// Page size.

@@ -331,6 +331,21 @@ async fn date_bounds_finer_than_a_microsecond() {
     assert_eq!(ids(&after), ["s-festival"]);
     let before = search(&app, &q(&format!("published_before={just_after}"))).await;
     assert_eq!(ids(&before), ["s-budget", "s-strike"]);
+    // Past the ninth digit too (chrono reads nanoseconds and drops the rest): 0.1 ns after
+    // s-budget is still after it.
+    let a_tenth_of_a_nanosecond_after = "2026-03-02T10:00:00.0000000001Z";
+    let after = search(
+        &app,
+        &q(&format!("published_after={a_tenth_of_a_nanosecond_after}")),
+    )
+    .await;
+    assert_eq!(ids(&after), ["s-festival"]);
+    let before = search(
+        &app,
+        &q(&format!("published_before={a_tenth_of_a_nanosecond_after}")),
+    )
+    .await;
+    assert_eq!(ids(&before), ["s-budget", "s-strike"]);
     // s-strike (03-01 10:00) lies before the lower bound, s-festival (03-05 10:00) before the
     // upper one.
     let bounds = q("limit=1&published_after=2026-03-01T10:00:00.000000001Z\
