@@ -77,29 +77,37 @@ pub fn parse_query(q: &str) -> Result<String, Problem> {
 /// exclusions or stop words only matches nothing).
 pub fn positive_query(q: &str) -> String {
     let mut kept = String::with_capacity(q.len());
-    let mut chars = q.chars().peekable();
+    let mut at = 0;
+    for excluded in exclusions(q) {
+        kept.push_str(&q[at..excluded.start]);
+        at = excluded.end;
+    }
+    kept.push_str(&q[at..]);
+    kept
+}
+
+/// The byte ranges of `q`'s exclusions, each from its `-` to the end of the word or closing
+/// quote it negates: websearch_to_tsquery reads `-` at a word's start, before a word or a quote,
+/// as "not".
+pub fn exclusions(q: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut chars = q.char_indices().peekable();
     let mut at_word_start = true;
-    while let Some(c) = chars.next() {
-        if c == '-' && at_word_start && chars.peek().is_some_and(|next| !next.is_whitespace()) {
-            // websearch_to_tsquery reads `-` before a word or quote as "not": skip what it negates.
-            if chars.peek() == Some(&'"') {
-                chars.next();
-                for inner in chars.by_ref() {
-                    if inner == '"' {
-                        break;
-                    }
-                }
+    while let Some((start, c)) = chars.next() {
+        let negates = chars.peek().is_some_and(|&(_, next)| !next.is_whitespace());
+        if c == '-' && at_word_start && negates {
+            let end = if chars.next_if(|&(_, next)| next == '"').is_some() {
+                chars.find(|&(_, inner)| inner == '"').map(|(i, _)| i + 1)
             } else {
-                while chars.peek().is_some_and(|next| !next.is_whitespace()) {
-                    chars.next();
-                }
-            }
+                while chars.next_if(|&(_, next)| !next.is_whitespace()).is_some() {}
+                chars.peek().map(|&(i, _)| i)
+            };
+            ranges.push(start..end.unwrap_or(q.len()));
             continue;
         }
         at_word_start = c.is_whitespace();
-        kept.push(c);
     }
-    kept
+    ranges
 }
 
 /// The order of a search: `relevance` (the default) or `newest`.
@@ -389,16 +397,23 @@ pub fn is_combining_mark(c: char) -> bool {
 pub const MAX_RESPELT_WORDS: usize = 10;
 
 /// What a suggestion asks the word list about each of `words` (byte ranges of `q`): the word, or
-/// "" for a word it does not respell (shorter than 3 letters, with a digit, or after the first
-/// [`MAX_RESPELT_WORDS`] that it does respell).
+/// "" for a word it does not respell (shorter than 3 letters, with a digit, excluded by `-`: a
+/// respelt exclusion still finds nothing; or after the first [`MAX_RESPELT_WORDS`] that it does
+/// respell).
 pub fn words_to_respell(q: &str, words: &[std::ops::Range<usize>]) -> Vec<String> {
+    let excluded = exclusions(q);
+    let is_excluded = |word: &std::ops::Range<usize>| {
+        excluded
+            .iter()
+            .any(|e| e.start <= word.start && word.end <= e.end)
+    };
     let mut asked = 0;
     words
         .iter()
         .map(|range| {
             let word = &q[range.clone()];
             let plain = word.chars().count() >= 3 && !word.chars().any(|c| c.is_numeric());
-            if plain && asked < MAX_RESPELT_WORDS {
+            if plain && !is_excluded(range) && asked < MAX_RESPELT_WORDS {
                 asked += 1;
                 word.to_owned()
             } else {
@@ -746,6 +761,22 @@ mod tests {
         assert_eq!(positive_query("well-known - fact"), "well-known - fact");
         assert_eq!(positive_query("-only"), "");
         assert_eq!(positive_query("a OR b"), "a OR b");
+        assert_eq!(positive_query("-a -b c"), "  c");
+        assert_eq!(positive_query("x -\"open quote"), "x ");
+    }
+
+    #[test]
+    fn exclusions_span_the_dash_and_what_it_negates() {
+        let q = "harbour -strike -\"night ferry\" e-mail -";
+        let texts: Vec<&str> = exclusions(q).into_iter().map(|r| &q[r]).collect();
+        assert_eq!(texts, ["-strike", "-\"night ferry\""]);
+    }
+
+    #[test]
+    fn excluded_words_are_not_respelt() {
+        let q = "harbur -strik -\"nigth fery\"";
+        let asked = words_to_respell(q, &query_words(q));
+        assert_eq!(asked, ["harbur", "", "", ""]);
     }
 
     #[test]

@@ -509,6 +509,12 @@ async fn a_misspelt_query_gets_a_suggestion() {
     // Matches, or nothing close: no suggestion.
     assert_eq!(search(&app, "q=harbour").await["suggestion"], Value::Null);
     assert_eq!(search(&app, "q=zzzzqqq").await["suggestion"], Value::Null);
+    // An exclusion is not respelt: the query would still find nothing.
+    assert_eq!(search(&app, "q=strke").await["suggestion"], "strike");
+    assert_eq!(search(&app, "q=-strke").await["suggestion"], Value::Null);
+    // Nor respelt into a stop word, which matches nothing either (`the` is among the
+    // articles' words, and the closest to `thw`).
+    assert_eq!(search(&app, "q=thw").await["suggestion"], Value::Null);
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use crate::domain::search::{query_words, respell, words_to_respell};
 use crate::error::Result;
 
 /// `q` with its unknown words respelt as the closest word of the articles (trigram
-/// similarity), or `None` when no word has a close one.
+/// similarity) that is no stop word, or `None` when no word has a close one.
 pub async fn suggestion(db: impl PgExecutor<'_>, q: &str) -> Result<Option<String>> {
     let words = query_words(q);
     // Numbers and very short words are not respelt (the word list holds neither), nor words
@@ -21,9 +21,17 @@ pub async fn suggestion(db: impl PgExecutor<'_>, q: &str) -> Result<Option<Strin
                          OR EXISTS (SELECT 1 FROM search_languages l
                                      WHERE numnode(plainto_tsquery(search_config(l.language), w.word)) = 0)
                        THEN NULL
-                       ELSE (SELECT s.word FROM search_words s
-                              WHERE s.word OPERATOR(public.%) f.folded
-                              ORDER BY public.similarity(s.word, f.folded) DESC, s.word
+                       -- the closest of the five closest words that is no stop word (a query
+                       -- respelt into one would match nothing either)
+                       ELSE (SELECT c.word
+                               FROM (SELECT s.word, public.similarity(s.word, f.folded) AS likeness
+                                       FROM search_words s
+                                      WHERE s.word OPERATOR(public.%) f.folded
+                                      ORDER BY likeness DESC, s.word
+                                      LIMIT 5) c
+                              WHERE NOT EXISTS (SELECT 1 FROM search_languages l
+                                                 WHERE numnode(plainto_tsquery(search_config(l.language), c.word)) = 0)
+                              ORDER BY c.likeness DESC, c.word
                               LIMIT 1)
                   END AS respelling
              FROM unnest($1::text[]) WITH ORDINALITY AS w (word, ord)
