@@ -35,7 +35,7 @@ shared_auth::error_codes! {
         UnknownLanguage = (UNPROCESSABLE_ENTITY, "unknown_language", "is not a language of GET /v1/lingo/languages", field = "language_code"),
         /// with `answers`, `phrases_seen` is not their number or `phrases_correct` not the number of correct ones (`errors` names each)
         AnswersMismatch = (UNPROCESSABLE_ENTITY, "answers_mismatch", "phrases_seen and phrases_correct must be the counts of answers"),
-        /// an `answers[].phrase_id` is not a phrase of the session's `language_code` (`errors[].field` like `answers[3].phrase_id`)
+        /// an `answers[].phrase_id` is not a phrase of the session's `language_code` (`errors` names every such answer, like `answers[3].phrase_id`)
         UnknownPhrase = (UNPROCESSABLE_ENTITY, "unknown_phrase", "is not a phrase of the session's language"),
         /// `studied_at` is not RFC 3339, more than 30 days in the past or more than 60 s in the future
         InvalidStudiedAt = (UNPROCESSABLE_ENTITY, "invalid_studied_at", "must lie within the last 30 days and at most 60 s ahead", field = "studied_at"),

@@ -171,7 +171,8 @@ async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
                 ],
             ),
             "unknown_phrase",
-            vec!["answers[2].phrase_id"],
+            // Every bad answer is named, as every bad field of a 422 is.
+            vec!["answers[2].phrase_id", "answers[3].phrase_id"],
         ),
         (
             answered(
@@ -242,7 +243,7 @@ async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
 /// statement that reads those states, after the session's own statement, which must then be
 /// rolled back with everything else.
 #[tokio::test]
-async fn an_unknown_phrase_beside_stored_states_names_its_answer_and_stores_nothing() {
+async fn unknown_phrases_beside_stored_states_name_their_answers_and_store_nothing() {
     let app = spawn_app().await;
     let learner = token("known-and-unknown");
     let first = answered(
@@ -261,22 +262,41 @@ async fn an_unknown_phrase_beside_stored_states_names_its_answer_and_stores_noth
                 ("no-such-phrase", true, None),
                 ("ph-es-002", true, None),
             ],
-            "answers[1].phrase_id",
+            vec!["answers[1].phrase_id"],
         ),
         (
             vec![("ph-es-002", true, None), ("ph-fr-001", true, None)],
-            "answers[1].phrase_id",
+            vec!["answers[1].phrase_id"],
         ),
         (
             vec![("ph-es-003", true, None), ("ph-fr-001", false, None)],
-            "answers[1].phrase_id",
+            vec!["answers[1].phrase_id"],
+        ),
+        (
+            vec![
+                ("ph-fr-001", true, None),
+                ("ph-es-001", true, None),
+                ("no-such-phrase", false, None),
+                ("ph-fr-001", true, None),
+            ],
+            vec![
+                "answers[0].phrase_id",
+                "answers[2].phrase_id",
+                "answers[3].phrase_id",
+            ],
         ),
     ];
-    for (answers, field) in cases {
+    for (answers, fields) in cases {
         let body = answered("es", None, &answers);
         let response = app.post_session(&learner, &body).await;
         let problem = assert_problem(response, 422, "unknown_phrase").await;
-        assert_eq!(problem["errors"][0]["field"], field, "{problem}");
+        let got: Vec<&str> = problem["errors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no errors: {problem}"))
+            .iter()
+            .map(|e| e["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, fields, "{problem}");
     }
     assert_eq!(
         counts(&app).await,

@@ -129,6 +129,45 @@ async fn search_ignores_case_and_accents_needs_every_word_and_types_ahead() {
     }
 }
 
+/// "every word must match": a word ends at any white space, not only ASCII's (French text puts a
+/// no-break space before `?`; a `q` may come with an ideographic space from an Asian keyboard),
+/// and a word in guillemets (which unaccent writes as `<<` `>>`, markup to PostgreSQL's parser)
+/// is a word.
+#[tokio::test]
+async fn every_white_space_ends_a_word_and_quoted_words_count() {
+    let app = spawn_app_unseeded().await;
+    let mut db = pipeline(&app).await;
+    add_languages(&mut db).await;
+    sqlx::raw_sql("INSERT INTO languages (code, name) VALUES ('fr', 'French')")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    add_phrase(&mut db, "fr-1", "fr", "Comment ça va\u{A0}?", &[]).await;
+    add_phrase(&mut db, "fr-2", "fr", "Où est la gare\u{202F}?", &[]).await;
+    add_phrase(
+        &mut db,
+        "es-1",
+        "es",
+        "Él dijo «hola»",
+        &[("en", "He said ‹hi›")],
+    )
+    .await;
+    add_phrase(&mut db, "es-2", "es", "Buenos días", &[]).await;
+    let cases: [(&str, &[&str]); 8] = [
+        ("q=ca va comment", &["fr-1"]),
+        ("q=va", &["fr-1"]),
+        ("q=gare la", &["fr-2"]),
+        ("q=hola", &["es-1"]),
+        ("q=hi said", &["es-1"]),
+        ("q=buenos%E3%80%80dias", &["es-2"]),
+        ("q=buenos%C2%A0d", &["es-2"]),
+        ("q=%C2%ABbuenos%C2%BB", &["es-2"]),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(found(&app, query).await, expected, "{query}");
+    }
+}
+
 #[tokio::test]
 async fn best_match_first_and_language_still_filters() {
     let app = small_catalogue().await;

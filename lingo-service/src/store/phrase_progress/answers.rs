@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use shared_auth::{FieldError, Problem};
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres};
@@ -16,7 +17,7 @@ use crate::domain::study_session::AnswerInput;
 use crate::domain::text::is_storable;
 use crate::error::{ErrorCode, Result};
 
-/// 422 `unknown_phrase` for the first answer whose phrase is not one of `language`. A session's
+/// 422 `unknown_phrase` naming every answer whose phrase is not one of `language`. A session's
 /// states are read with the count of its known phrases ([`update_states`]), so this runs only
 /// when that count falls short (to name the answer), or when an id cannot be sent to PostgreSQL
 /// at all (it holds a NUL: no phrase has it, and the session's statement could not store it).
@@ -40,16 +41,35 @@ pub async fn check_phrases(
     .await?
     .into_iter()
     .collect();
-    match answers.iter().position(|a| !known.contains(&a.phrase_id)) {
-        None => Ok(()),
-        Some(i) => {
-            let problem = shared_auth::Problem::from(ErrorCode::UnknownPhrase).with_field(
-                &format!("answers[{i}].phrase_id"),
+    // Every unknown answer is named, as every bad field of a 422 is (an app that sends a
+    // session of several phrases the catalogue dropped learns them all at once).
+    let errors: Vec<FieldError> = answers
+        .iter()
+        .enumerate()
+        .filter(|(_, answer)| !known.contains(&answer.phrase_id))
+        .map(|(i, _)| {
+            FieldError::new(
+                format!("answers[{i}].phrase_id"),
                 format!("is not a phrase of language {language}"),
-            );
-            Err(problem.into())
-        }
+            )
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(());
     }
+    Err(unknown_phrases(errors).into())
+}
+
+/// 422 `unknown_phrase` naming each of `errors` (the detail too, as a validation failure's does).
+fn unknown_phrases(errors: Vec<FieldError>) -> Problem {
+    let detail = errors
+        .iter()
+        .map(|e| format!("{} {}", e.field, e.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut problem = Problem::from(ErrorCode::UnknownPhrase).with_detail(detail);
+    problem.errors = errors;
+    problem
 }
 
 /// A session's answers as the arrays of its review-log row, in the order the learner gave them
@@ -133,7 +153,7 @@ pub async fn update_states(
 }
 
 /// The stored states of `phrase_ids` (distinct) of `learner_id`, once every one of them is known
-/// to be a phrase of `language` (else 422 `unknown_phrase` for the first such answer of
+/// to be a phrase of `language` (else 422 `unknown_phrase` naming each such answer of
 /// `answers`). One statement reads them: each state row carries the number of those
 /// phrases that the catalogue has in `language` (an uncorrelated subquery, counted once), which
 /// must be all of them. The phrases without a stored state are counted again in a statement of
