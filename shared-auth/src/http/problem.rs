@@ -107,16 +107,22 @@ impl Problem {
         Self::from_code(SharedCode::InvalidQuery).with_detail(detail)
     }
 
-    /// 422 `validation_failed` with one entry per bad field.
-    pub fn validation(errors: Vec<FieldError>) -> Self {
+    /// This problem naming every one of `errors`: one `errors` entry per bad field, and a
+    /// `detail` that lists them all (as [`Problem::with_field`] does for one).
+    pub fn with_fields(mut self, errors: Vec<FieldError>) -> Self {
         let detail = errors
             .iter()
             .map(|e| format!("{} {}", e.field, e.message))
             .collect::<Vec<_>>()
             .join("; ");
-        let mut problem = Self::from_code(SharedCode::ValidationFailed).with_detail(detail);
-        problem.errors = errors;
-        problem
+        self.detail = Some(detail);
+        self.errors = errors;
+        self
+    }
+
+    /// 422 `validation_failed` with one entry per bad field.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        Self::from_code(SharedCode::ValidationFailed).with_fields(errors)
     }
 
     /// 500 that says nothing about its cause; log the cause before returning this.

@@ -57,19 +57,9 @@ pub async fn check_phrases(
     if errors.is_empty() {
         return Ok(());
     }
-    Err(unknown_phrases(errors).into())
-}
-
-/// 422 `unknown_phrase` naming each of `errors` (the detail too, as a validation failure's does).
-fn unknown_phrases(errors: Vec<FieldError>) -> Problem {
-    let detail = errors
-        .iter()
-        .map(|e| format!("{} {}", e.field, e.message))
-        .collect::<Vec<_>>()
-        .join("; ");
-    let mut problem = Problem::from(ErrorCode::UnknownPhrase).with_detail(detail);
-    problem.errors = errors;
-    problem
+    Err(Problem::from(ErrorCode::UnknownPhrase)
+        .with_fields(errors)
+        .into())
 }
 
 /// A session's answers as the arrays of its review-log row, in the order the learner gave them
