@@ -537,6 +537,13 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
         let query = parts.uri.query().unwrap_or_default();
+        // `form_urlencoded` would keep a `%` without two hex digits as it is (`q=100%` as
+        // "100%"), guessing at a string RFC 3986 does not allow.
+        if has_broken_escape(query) {
+            return Err(Problem::invalid_query(
+                "the query string has a % that is not followed by two hex digits (write % as %25)",
+            ));
+        }
         // `form_urlencoded` would read bytes that are no UTF-8 as U+FFFD: `q=%FF` would search
         // for a replacement character instead of being refused as the malformed string it is.
         if percent_encoding::percent_decode_str(query)
@@ -562,6 +569,17 @@ where
                 Problem::invalid_query(detail)
             })
     }
+}
+
+/// Whether `query` has a `%` that does not start a `%XX` escape (two hex digits).
+fn has_broken_escape(query: &str) -> bool {
+    let bytes = query.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    })
 }
 
 #[cfg(test)]
@@ -616,6 +634,22 @@ mod tests {
         for target in ["/s?q=%FF", "/s?q=caf%C3", "/s?q=a&x=%E9"] {
             let problem = query_of(target).await.unwrap_err();
             assert_eq!(problem.code, "invalid_query", "{target}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_percent_sign_must_start_an_escape() {
+        assert_eq!(query_of("/s?q=%2a%2A").await.unwrap(), "**");
+        for target in [
+            "/s?q=city%ZZ",
+            "/s?q=100%",
+            "/s?q=%2",
+            "/s?%ZZ=1&q=a",
+            "/s?q=a&x=%G0",
+        ] {
+            let problem = query_of(target).await.unwrap_err();
+            assert_eq!(problem.code, "invalid_query", "{target}");
+            assert_eq!(problem.status, 400, "{target}");
         }
     }
 
