@@ -8,6 +8,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::dispatch;
 use crate::routes::RouteTable;
 
 /// CORS for the configured origins: the layer, and which origins its preflights accept.
@@ -19,7 +20,9 @@ pub(crate) struct Cors {
 
 impl Cors {
     /// Whether `request` is a preflight (the Fetch standard's `OPTIONS` with `Origin` and
-    /// `Access-Control-Request-Method`) from an allowed origin, to a path that may be an endpoint.
+    /// `Access-Control-Request-Method`) from an allowed origin, to a path that is an endpoint:
+    /// one of `routes` under `/v1/`, else one of the gateway's own. A preflight to any other
+    /// path is left to the router, which answers it 404 like any request there.
     pub(crate) fn answers_preflight(&self, request: &Request, routes: &RouteTable) -> bool {
         let headers = request.headers();
         let Some(origin) = headers.get(header::ORIGIN) else {
@@ -30,8 +33,12 @@ impl Cors {
             .as_ref()
             .is_none_or(|origins| origins.contains(origin));
         let path = request.uri().path();
-        let no_endpoint = path.starts_with("/v1/") && !routes.has_endpoint(path);
-        allowed && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) && !no_endpoint
+        let endpoint = if path.starts_with("/v1/") {
+            routes.has_endpoint(path)
+        } else {
+            dispatch::is_own_route(path)
+        };
+        allowed && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) && endpoint
     }
 }
 

@@ -59,20 +59,33 @@ const DOCS_HTML: &str = r##"<!doctype html>
 </html>
 "##;
 
+const OPENAPI_JSON_PATH: &str = "/openapi.json";
+const DOCS_PAGE_PATH: &str = "/docs";
+const SWAGGER_UI_JS_PATH: &str = "/docs/swagger-ui-bundle.js";
+const SWAGGER_UI_CSS_PATH: &str = "/docs/swagger-ui.css";
+
+/// The paths [`router`] serves.
+pub const PATHS: [&str; 4] = [
+    OPENAPI_JSON_PATH,
+    DOCS_PAGE_PATH,
+    SWAGGER_UI_JS_PATH,
+    SWAGGER_UI_CSS_PATH,
+];
+
 pub fn router<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Arc<ApiReference>: FromRef<S>,
 {
     Router::new()
-        .route("/openapi.json", get(openapi_json))
-        .route("/docs", get(|| async { Html(DOCS_HTML) }))
+        .route(OPENAPI_JSON_PATH, get(openapi_json))
+        .route(DOCS_PAGE_PATH, get(|| async { Html(DOCS_HTML) }))
         .route(
-            "/docs/swagger-ui-bundle.js",
+            SWAGGER_UI_JS_PATH,
             get(|| async { asset("text/javascript; charset=utf-8", SWAGGER_UI_JS) }),
         )
         .route(
-            "/docs/swagger-ui.css",
+            SWAGGER_UI_CSS_PATH,
             get(|| async { asset("text/css; charset=utf-8", SWAGGER_UI_CSS) }),
         )
 }

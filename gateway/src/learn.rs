@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, Method, Request, StatusCode, header};
 use http_body::Body as _;
 use serde::Deserialize;
 
-use crate::client::{OutBody, UpstreamClient};
+use crate::client::{OutBody, SendError, UpstreamClient};
 use crate::docs::{ApiReference, OPENAPI_JSON};
 use crate::metrics::Metrics;
 use crate::routes::{Access, Endpoints, Group, GroupTable, RouteTable, method_index};
@@ -64,10 +64,12 @@ struct Operation {
 /// Why a replica's document was not used; [`Self::outcome`] is its metric label.
 #[derive(Debug)]
 pub enum Refused {
-    /// No connection: the replica is down (the probe says so; logged at debug only).
+    /// No connection: the replica is down (the probe says so; logged at debug only). It is
+    /// marked down, so that its document is read again as soon as it answers.
     Unavailable(String),
     /// The replica is up but gave no document: not a 200, or not within [`FETCH_TIMEOUT`], or
-    /// broken off (a misconfigured or stuck replica: logged as a warning).
+    /// the connection broken before or during its answer (a misconfigured or stuck replica:
+    /// logged as a warning).
     NotServed(String),
     /// Larger than [`MAX_DOCUMENT_BYTES`].
     TooLarge,
@@ -205,10 +207,14 @@ async fn read_document(
         .headers_mut()
         .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     let read = async {
-        let response = client
-            .send(&replica.endpoint, request)
-            .await
-            .map_err(|e| Refused::Unavailable(e.to_string()))?;
+        let response =
+            client
+                .send(&replica.endpoint, request)
+                .await
+                .map_err(|error| match error {
+                    SendError::NotSent(_) => Refused::Unavailable(error.to_string()),
+                    SendError::Failed(_) => Refused::NotServed(error.to_string()),
+                })?;
         if response.status() != StatusCode::OK {
             return Err(Refused::NotServed(format!("status {}", response.status())));
         }
@@ -271,6 +277,8 @@ pub async fn refresh(
             }
             Err(refused @ Refused::Unavailable(_)) => {
                 tracing::debug!(group = label, upstream = %replica.base, %refused, "route document not read");
+                // Whatever its last probe said: when it answers again, it is read again.
+                replica.mark_down();
                 refused.outcome()
             }
             Err(refused) => {

@@ -71,6 +71,16 @@ impl Replica {
             .unwrap_or_else(PoisonError::into_inner) = until;
     }
 
+    /// Marks the replica down until its next probe finds it ready: a connection to it failed
+    /// outside the probes (its route document could not be read). The quick probe of a replica
+    /// that is down then tells its group when it is back, and the group's routes are read again:
+    /// a replica that went away and came back between two probes may be a new version.
+    pub fn mark_down(&self) {
+        if self.probe_ok.swap(false, Ordering::Relaxed) {
+            tracing::info!(upstream = %self.base, "replica unreachable; marked down until its next probe");
+        }
+    }
+
     fn is_available(&self, now: Instant) -> bool {
         self.probe_ok.load(Ordering::Relaxed) && self.cooldown_until().is_none_or(|t| t <= now)
     }

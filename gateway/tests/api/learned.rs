@@ -246,6 +246,50 @@ async fn a_group_down_at_start_is_routed_by_the_compiled_document_and_learns_whe
     assert!(news.documents_served() >= 1);
 }
 
+/// A replica whose document the gateway could not read for want of a connection is read again
+/// as soon as it answers, although no readiness probe saw it down (it went away and came back
+/// between two probes; or it came up between the gateway's first read and its first probe): the
+/// failed read marks it down, and its quick probe finds it back. Regression: its document
+/// waited for the next refresh, so a service restarted with a new endpoint between two probes
+/// was routed by its old document for up to `ROUTES_REFRESH_SECS`.
+#[tokio::test]
+async fn a_replica_whose_document_found_no_connection_is_read_again_when_it_answers() {
+    let lingo = Upstream::start("lingo-1").await;
+    let steady = Upstream::start("news-1").await;
+    let mut restarted = Upstream::start("news-2").await;
+    let addr = restarted.addr;
+    let mut config = config(&[&lingo], &[&steady, &restarted]);
+    config.routes_refresh_secs = 6;
+    // No full readiness probe in this test's time: nothing but the document read can find
+    // that the replica went away.
+    config.upstream_probe_interval_secs = 3600;
+    let gateway = TestGateway::start(config).await;
+    eventually(Duration::from_secs(5), "the first read", || async {
+        restarted.documents_served() >= 1
+    })
+    .await;
+
+    // Its first readiness probe is done: the next is an hour away.
+    restarted.wait_for_probe_after(0).await;
+
+    restarted.kill().await;
+    // The next refresh reads the steady replica and finds no connection to the other.
+    wait_for_document_reads(&steady, 1).await;
+    assert_eq!(status_with_token(&gateway, RELATED).await, 404);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("the port is free again");
+    let _restarted =
+        Upstream::serve_document_on("news-2", listener, Document::Text(news_with_related()));
+    let took = eventually(
+        Duration::from_secs(3),
+        "the restarted replica's document",
+        || async { status_with_token(&gateway, RELATED).await == 200 },
+    )
+    .await;
+    println!("the restarted replica's document was used {took:?} after it came up");
+}
+
 #[tokio::test]
 async fn a_wrong_document_never_replaces_a_good_table() {
     let lingo = Upstream::start("lingo-1").await;

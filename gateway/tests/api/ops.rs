@@ -165,6 +165,16 @@ async fn cors_preflight_is_answered_at_the_gateway_for_configured_origins() {
         ),
         ("/metrics", None, None, 405),
         ("/nope", None, None, 404),
+        // A preflight to a path that is no endpoint, outside `/v1` too, is a 404 like any
+        // request there (regression: outside `/v1` the CORS layer answered it 200).
+        ("/nope", Some("https://app.example"), Some("GET"), 404),
+        ("/healthz/", Some("https://app.example"), Some("GET"), 404),
+        (
+            "/docs/nope.js",
+            Some("https://app.example"),
+            Some("GET"),
+            404,
+        ),
     ] {
         let mut request = gateway
             .client
@@ -179,6 +189,36 @@ async fn cors_preflight_is_answered_at_the_gateway_for_configured_origins() {
         assert_eq!(response.status(), status, "{path} {origin:?} {method:?}");
     }
     assert_eq!(stack.hits(), 0, "no OPTIONS request reached an upstream");
+
+    // The gateway's own endpoints are endpoints too: a browser may preflight them.
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+        "/docs",
+        "/docs/swagger-ui-bundle.js",
+        "/docs/swagger-ui.css",
+    ] {
+        let preflight = gateway
+            .client
+            .request(reqwest::Method::OPTIONS, gateway.url(path))
+            .header("origin", "https://app.example")
+            .header("access-control-request-method", "GET")
+            .send()
+            .await
+            .expect("request");
+        assert!(
+            preflight.status().is_success(),
+            "{path} {}",
+            preflight.status()
+        );
+        assert_eq!(
+            preflight.headers()["access-control-allow-origin"],
+            "https://app.example",
+            "{path}"
+        );
+    }
 
     let simple = gateway
         .client

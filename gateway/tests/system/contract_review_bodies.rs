@@ -175,6 +175,45 @@ async fn bodies_are_json_by_their_media_type_with_or_without_parameters() {
     }
 }
 
+/// `Content-Type` is one media type (RFC 9110 8.3: a singleton field). Sent twice, the body has
+/// no one type: 415 whatever the order (regression: the first line decided, so JSON then
+/// `text/plain` was read as JSON and the other order refused).
+#[tokio::test]
+async fn a_body_labelled_with_two_content_types_is_415_in_either_order() {
+    let sys = Sys::start().await;
+    let pairs = [
+        ["application/json", "text/plain"],
+        ["text/plain", "application/json"],
+        ["application/json", "application/json"],
+    ];
+    for (path, body) in writes(&sys).await {
+        let bytes = serde_json::to_vec(&body).unwrap();
+        for [first, second] in pairs {
+            let posted = answer(
+                sys.req(Method::POST, path, Some("two-types"))
+                    .header("content-type", first)
+                    .header("content-type", second)
+                    .body(bytes.clone()),
+            )
+            .await;
+            posted.assert_problem(415, "unsupported_media_type", &format!("{first}, {second}"));
+        }
+    }
+    let article = sys.article_ids(1).await.remove(0);
+    let like = answer(
+        sys.req(
+            Method::POST,
+            &format!("/v1/news/articles/{article}/like"),
+            Some("two-types"),
+        )
+        .header("content-type", "application/json")
+        .header("content-type", "text/plain")
+        .body("{}"),
+    )
+    .await;
+    like.assert_problem(415, "unsupported_media_type", "a toggle's body");
+}
+
 #[tokio::test]
 async fn an_empty_body_on_a_write_is_400_malformed_json() {
     let sys = Sys::start().await;

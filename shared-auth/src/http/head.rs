@@ -4,8 +4,9 @@
 //! - RFC 9112 section 3.2 and RFC 9110 section 7.2: an HTTP/1.1 request carries exactly one
 //!   `Host`, and a `Host` is a host and an optional port; a target in absolute form
 //!   (`http://host/path`) has an http(s) scheme and such an authority;
-//! - RFC 9112 section 6.1: the only transfer coding is `chunked`. hyper takes the chunks off a
-//!   body sent as `gzip, chunked` and would hand on the still-compressed bytes as plain ones.
+//! - RFC 9112 section 6.1: the only transfer coding is `chunked`, applied once. hyper takes the
+//!   chunks off a body sent as `gzip, chunked` (or `chunked, chunked`) and would hand on the
+//!   still-coded bytes as plain ones.
 //!
 //! The host is checked by hand rather than with `http::uri::Authority`, whose parser copies the
 //! value (an allocation on every request) and lets through text after an IPv6 literal.
@@ -53,13 +54,19 @@ fn is_origin_or_http_target(uri: &Uri) -> bool {
         .is_some_and(|authority| is_host_and_port(authority.as_str().as_bytes()))
 }
 
-/// `Transfer-Encoding`, if sent, is `chunked` and nothing else (over one or more lines).
+/// `Transfer-Encoding`, if sent, is `chunked` once and nothing else, over all its lines. A body
+/// chunked twice (`chunked, chunked`, which RFC 9112 6.1 forbids a sender to write) would lose
+/// one layer of chunks to hyper and reach the handler with the other as its bytes.
 fn has_only_chunked_coding(headers: &HeaderMap) -> bool {
-    headers
+    let mut codings = headers
         .get_all(header::TRANSFER_ENCODING)
         .iter()
-        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
-        .all(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        .flat_map(|value| value.as_bytes().split(|&b| b == b','));
+    match (codings.next(), codings.next()) {
+        (None, _) => true,
+        (Some(coding), None) => coding.trim_ascii().eq_ignore_ascii_case(b"chunked"),
+        (Some(_), Some(_)) => false,
+    }
 }
 
 /// Whether a request with this version and these headers names its host properly: HTTP/1.1
@@ -239,6 +246,9 @@ mod tests {
         assert!(!coded(&["gzip, chunked"]));
         assert!(!coded(&["gzip", "chunked"]));
         assert!(!coded(&["chunked, identity"]));
+        assert!(!coded(&["chunked, chunked"]));
+        assert!(!coded(&["chunked", "chunked"]));
+        assert!(!coded(&[""]));
     }
 
     #[test]

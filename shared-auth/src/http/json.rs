@@ -31,11 +31,11 @@ pub trait FieldRules {
 /// Whether `headers` declare a JSON body (`application/json` or `application/*+json`) in UTF-8:
 /// a `charset` parameter other than `utf-8` (or its subset `us-ascii`) is not read as JSON (RFC 8259 8.1: JSON is UTF-8; a
 /// body labelled Latin-1 would otherwise be read as UTF-8 and its accents misread or refused).
+/// `Content-Type` is a single media type (RFC 9110 8.3): a body labelled twice has none, whatever
+/// the two say, rather than the type of whichever line a reader takes.
 fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (types.next().and_then(|v| v.to_str().ok()), types.next()) else {
         return false;
     };
     let mut parts = value.split(';');
@@ -1016,5 +1016,11 @@ mod tests {
             headers.insert(header::CONTENT_TYPE, other.parse().unwrap());
             assert!(!is_json(&headers), "{other}");
         }
+        headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        headers.append(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        assert!(
+            !is_json(&headers),
+            "two Content-Type lines, even equal ones"
+        );
     }
 }
