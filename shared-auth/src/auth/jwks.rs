@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::Algorithm;
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm};
 use tokio::sync::Mutex;
 
 use crate::auth::error::{AuthError, ConfigError};
@@ -193,11 +193,24 @@ impl JwksStore {
     }
 }
 
+/// A JWKS document as its keys' JSON objects, each read on its own (see [`parse_jwks`]).
+#[derive(serde::Deserialize)]
+struct RawKeySet {
+    keys: Vec<serde_json::Value>,
+}
+
 /// Parses a JWKS document into the keys we can use; keys of other types (`oct` above all: a
-/// shared secret never comes from a JWKS) are skipped.
+/// shared secret never comes from a JWKS) are skipped. So is a key that is no JWK we can read (a
+/// `kty` we do not know, a member of the wrong type), as RFC 7517 section 5 asks: the issuer may
+/// publish such a key beside ours, and reading the set as a whole would refuse every token.
 fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
-    let set: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
-    Ok(set.keys.iter().filter_map(usable_key).collect())
+    let set: RawKeySet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
+    let jwks = set.keys.into_iter().filter_map(|key| {
+        serde_json::from_value::<Jwk>(key)
+            .inspect_err(|e| tracing::warn!("JWKS key skipped: not a JWK we can read: {e}"))
+            .ok()
+    });
+    Ok(jwks.filter_map(|jwk| usable_key(&jwk)).collect())
 }
 
 fn usable_key(jwk: &Jwk) -> Option<Key> {
@@ -242,6 +255,22 @@ mod tests {
     fn secret_keys_in_a_jwks_are_ignored() {
         let text = r#"{"keys":[{"kty":"oct","kid":"s","k":"c2VjcmV0"}]}"#;
         assert!(parse_jwks(text).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_key_that_is_no_readable_jwk_is_skipped_not_the_set() {
+        let ed25519 = r#"{"kty":"OKP","crv":"Ed25519","kid":"ed",
+            "x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#;
+        let text = format!(
+            r#"{{"keys":[{{"kty":"AKP","kid":"pq","alg":"ML-DSA-44","pub":"AAAA"}},
+                {{"kty":"RSA","kid":7,"n":"AQAB","e":"AQAB"}},
+                {{"kty":"EC","crv":"P-256","x5c":"not-an-array","x":"AA","y":"AA"}},
+                {ed25519}]}}"#
+        );
+        let keys = parse_jwks(&text).unwrap();
+        assert_eq!(keys.len(), 1, "only the Ed25519 key is usable");
+        assert_eq!(keys[0].kid.as_deref(), Some("ed"));
+        assert_eq!(keys[0].alg, Algorithm::EdDSA);
     }
 
     #[test]
