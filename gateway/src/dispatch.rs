@@ -1,13 +1,16 @@
 //! Request dispatch: the [`Frontend`] every request of the listener goes through, sending
 //! `/v1/*` to the edge and the rest to the gateway's own routes.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
 use axum::http::Method;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
+use futures_util::FutureExt as _;
+use shared_auth::Problem;
 use shared_auth::http::request_id::in_request_context;
 use shared_auth::http::serve::with_allowed_methods_named;
 use tower::{Layer as _, ServiceExt as _};
@@ -72,12 +75,25 @@ impl Frontend {
             // copies showed in the profile; without this box the gateway executes 102,800
             // instructions per request instead of 65,800, though server.rs boxes it too).
             metrics::tracked(&parts.state.metrics, request, |request| {
-                Box::pin(parts.route(request))
+                Box::pin(answer_even_if_it_panics(parts.route(request)))
             })
             .await
         })
         .await;
         with_allowed_methods_named(response).await
+    }
+}
+
+/// `route`'s answer, or 500 `internal_error` when it panics: the client gets the contract's
+/// problem (with its request id, counted in the metrics) rather than a connection closed without
+/// an answer, as the services' panic layer does for them.
+async fn answer_even_if_it_panics(route: impl Future<Output = Response>) -> Response {
+    match AssertUnwindSafe(route).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("a request handler panicked; answered 500");
+            Problem::internal().into_response()
+        }
     }
 }
 
@@ -110,5 +126,24 @@ impl FrontendParts {
             Ok(response) => response,
             Err(never) => match never {},
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_while_answering_is_a_500_problem() {
+        let panics = async { panic!("a bug") };
+        let response = answer_even_if_it_panics(panics).await;
+        assert_eq!(response.status(), 500);
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        let answered =
+            answer_even_if_it_panics(async { axum::http::StatusCode::NO_CONTENT.into_response() });
+        assert_eq!(answered.await.status(), 204, "an answer passes unchanged");
     }
 }
