@@ -202,8 +202,9 @@ fn add_gateway_responses(document: &mut OpenApi) {
         ),
         (
             "503",
-            "`upstream_unavailable` (gateway): no replica of the service is ready (none \
-             configured, or every one marked down); retry after `Retry-After` seconds.",
+            "`upstream_unavailable` (gateway): no replica of the service could take the \
+             request (none configured, or every one was marked down and refused again when \
+             tried anyway); retry after `Retry-After` seconds.",
             Some("Seconds to wait before retrying"),
         ),
     ];
