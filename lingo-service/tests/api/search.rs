@@ -168,6 +168,59 @@ async fn every_white_space_ends_a_word_and_quoted_words_count() {
     }
 }
 
+/// Migration 20261130100001 computes again the stored documents its folding changes, and only
+/// those: run over documents stored with the folding before it, a phrase with a no-break space
+/// or guillemets (in its text or a translation) is found by its words afterwards.
+#[tokio::test]
+async fn the_unicode_spaces_migration_refolds_the_documents_it_changes() {
+    let app = spawn_app_unseeded().await;
+    let mut owner = connect_one(&app.db.url_for("lingo_owner")).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE OR REPLACE FUNCTION search_fold(input text) RETURNS text \
+             LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE \
+             RETURN translate(lower(public.unaccent('public.unaccent'::regdictionary, input) \
+                 COLLATE pg_catalog.\"und-x-icu\"), './@:', '    ')",
+    )
+    .execute(&mut owner)
+    .await
+    .unwrap();
+    let mut db = pipeline(&app).await;
+    add_languages(&mut db).await;
+    add_phrase(&mut db, "es-1", "es", "Él dijo «hola»", &[]).await;
+    add_phrase(
+        &mut db,
+        "es-2",
+        "es",
+        "Buenos días",
+        &[("en", "Good\u{A0}morning")],
+    )
+    .await;
+    add_phrase(&mut db, "es-3", "es", "Hasta luego", &[]).await;
+    assert!(found(&app, "q=hola").await.is_empty(), "folded the old way");
+    assert!(found(&app, "q=good morning").await.is_empty());
+    // The row version of a document the folding leaves alone: not written again.
+    let version_of_es_3 = "SELECT xmin::text FROM phrase_search WHERE phrase_id = 'es-3'";
+    let before: String = sqlx::query_scalar(version_of_es_3)
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+
+    let migration =
+        include_str!("../../migrations/20261130100001_phrase_search_unicode_spaces.sql");
+    sqlx::raw_sql(migration).execute(&mut owner).await.unwrap();
+
+    assert_eq!(found(&app, "q=hola").await, ["es-1"]);
+    assert_eq!(found(&app, "q=good morning").await, ["es-2"]);
+    let after: String = sqlx::query_scalar(version_of_es_3)
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(
+        after, before,
+        "a document the folding leaves alone is not written"
+    );
+}
+
 #[tokio::test]
 async fn best_match_first_and_language_still_filters() {
     let app = small_catalogue().await;
