@@ -8,7 +8,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::dispatch;
+use crate::ops;
 use crate::routes::RouteTable;
 
 /// CORS for the configured origins: the layer, and which origins its preflights accept.
@@ -36,7 +36,7 @@ impl Cors {
         let endpoint = if path.starts_with("/v1/") {
             routes.has_endpoint(path)
         } else {
-            dispatch::is_own_route(path)
+            ops::is_own_route(path)
         };
         allowed && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) && endpoint
     }

@@ -19,15 +19,6 @@ use crate::cors::Cors;
 use crate::state::AppState;
 use crate::{docs, edge, metrics, ops};
 
-const HEALTHZ: &str = "/healthz";
-const READYZ: &str = "/readyz";
-const METRICS: &str = "/metrics";
-
-/// Whether `path` is one of the gateway's own routes (none is under `/v1/`).
-pub(crate) fn is_own_route(path: &str) -> bool {
-    matches!(path, HEALTHZ | READYZ | METRICS) || docs::PATHS.contains(&path)
-}
-
 /// Everything a request goes through, outermost first: the 405 detail, the request context
 /// (request id, log line, problem bodies), the request metrics, then CORS and either the edge
 /// (every `/v1/*` request) or the router of the gateway's own routes (whose fallback is the edge
@@ -48,9 +39,9 @@ struct FrontendParts {
 impl Frontend {
     pub(crate) fn new(state: AppState, cors: Option<Cors>) -> Self {
         let routes = Router::new()
-            .route(HEALTHZ, get(ops::healthz))
-            .route(READYZ, get(ops::readyz))
-            .route(METRICS, get(ops::metrics))
+            .route(ops::HEALTHZ, get(ops::healthz))
+            .route(ops::READYZ, get(ops::readyz))
+            .route(ops::METRICS, get(ops::metrics))
             .merge(docs::router())
             .fallback(edge::handler);
         let router = routes

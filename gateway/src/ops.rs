@@ -8,8 +8,19 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use shared_auth::Problem;
 
+use crate::docs;
 use crate::error::GatewayCode;
 use crate::state::AppState;
+
+pub(crate) const HEALTHZ: &str = "/healthz";
+pub(crate) const READYZ: &str = "/readyz";
+pub(crate) const METRICS: &str = "/metrics";
+
+/// Whether `path` is one of the gateway's own routes: these and the documentation's (none is
+/// under `/v1/`).
+pub(crate) fn is_own_route(path: &str) -> bool {
+    matches!(path, HEALTHZ | READYZ | METRICS) || docs::PATHS.contains(&path)
+}
 
 /// How soon a load balancer should ask again while the keys are not loaded.
 const NOT_READY_RETRY_SECS: u32 = 5;
