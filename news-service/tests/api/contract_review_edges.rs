@@ -1,6 +1,7 @@
 //! An outside review of the edges of the news contract (docs/news.md, docs/conventions.md):
 //! tokens at the service, the exact body limit, which problem wins, and lists at their edges.
 
+use chrono::{DateTime, FixedOffset};
 use reqwest::Method;
 use serde_json::{Value, json};
 use shared_auth::testing::{default_claims, token, token_with_claims};
@@ -306,12 +307,15 @@ async fn concurrent_replies_to_one_parent_are_all_kept_in_order() {
         }
     });
     let created = futures_util::future::join_all(replies).await;
-    let mut expected: Vec<(String, String)> = created
+    // By time, not by text: a whole second is written without a fraction (`...:59Z`), which
+    // sorts as text after `...:59.001Z`.
+    let mut expected: Vec<(DateTime<FixedOffset>, String)> = created
         .iter()
         .map(|c| {
             assert_eq!(c["depth"], 1);
+            let created_at = c["created_at"].as_str().unwrap();
             (
-                c["created_at"].as_str().unwrap().to_owned(),
+                DateTime::parse_from_rfc3339(created_at).unwrap(),
                 c["id"].as_str().unwrap().to_owned(),
             )
         })
