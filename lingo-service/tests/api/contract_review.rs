@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use shared_auth::testing::{default_claims, token, token_with_claims, token_with_scope};
 
 use crate::helpers::{
-    TestApp, answered_session, assert_problem, assert_timestamp, now_seconds,
+    TestApp, answered_session, assert_problem, assert_timestamp, error_fields, now_seconds,
     post_created as created, rfc3339, spawn_app,
 };
 
@@ -27,16 +27,6 @@ fn answered(answers: &[(&str, bool)]) -> Value {
 
 async fn post(app: &TestApp, learner: &str, body: &str, key: Option<&str>) -> reqwest::Response {
     app.post_raw(SESSIONS, learner, body, key).await
-}
-
-/// The `errors[].field`s of a problem, in order.
-fn fields(problem: &Value) -> Vec<String> {
-    problem["errors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no errors in {problem}"))
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 async fn refused(app: &TestApp, learner: &str, body: &str, code: &str) -> Value {
@@ -65,7 +55,7 @@ async fn counts_written_with_an_exponent_past_64_bits_or_as_booleans_are_refused
     for (body, field) in cases {
         let problem = refused(&app, &learner, &body, "validation_failed").await;
         assert!(
-            fields(&problem).contains(&field.to_owned()),
+            error_fields(&problem).contains(&field.to_owned()),
             "{body}: {problem}"
         );
     }
@@ -196,14 +186,17 @@ async fn answers_are_typed_strictly_and_each_bad_one_is_named() {
     for (body, field) in cases {
         let problem = refused(&app, &learner, &body, "validation_failed").await;
         assert!(
-            fields(&problem).contains(&field.to_owned()),
+            error_fields(&problem).contains(&field.to_owned()),
             "{body}: {problem}"
         );
     }
     let mut not_a_list = base.clone();
     not_a_list["answers"] = json!({"phrase_id": "ph-es-001", "correct": true});
     let problem = refused(&app, &learner, &not_a_list.to_string(), "validation_failed").await;
-    assert!(fields(&problem)[0].starts_with("answers"), "{problem}");
+    assert!(
+        error_fields(&problem)[0].starts_with("answers"),
+        "{problem}"
+    );
     assert_eq!(app.count("study_sessions").await, 0);
 }
 
@@ -222,7 +215,7 @@ async fn every_bad_field_of_one_body_is_listed() {
     });
     let problem = refused(&app, &learner, &body.to_string(), "validation_failed").await;
     assert_eq!(
-        fields(&problem),
+        error_fields(&problem),
         [
             "duration_seconds",
             "phrases_correct",
@@ -317,7 +310,7 @@ async fn studied_at_formats_at_the_edges_of_rfc_3339() {
             "invalid_studied_at",
         )
         .await;
-        assert_eq!(fields(&problem), ["studied_at"], "{bad}");
+        assert_eq!(error_fields(&problem), ["studied_at"], "{bad}");
     }
     let problem = refused(
         &app,
@@ -326,7 +319,7 @@ async fn studied_at_formats_at_the_edges_of_rfc_3339() {
         "validation_failed",
     )
     .await;
-    assert_eq!(fields(&problem), ["studied_at"]);
+    assert_eq!(error_fields(&problem), ["studied_at"]);
     assert_eq!(app.count("study_sessions").await, 1);
 }
 
@@ -359,7 +352,7 @@ async fn studied_at_close_to_both_edges_of_the_window() {
             "invalid_studied_at",
         )
         .await;
-        assert_eq!(fields(&problem), ["studied_at"]);
+        assert_eq!(error_fields(&problem), ["studied_at"]);
     }
 }
 
@@ -386,7 +379,7 @@ async fn a_leap_second_studied_at_stays_on_its_utc_day() {
         );
     } else {
         let problem = assert_problem(response, 422, "invalid_studied_at").await;
-        assert_eq!(fields(&problem), ["studied_at"]);
+        assert_eq!(error_fields(&problem), ["studied_at"]);
     }
 }
 
@@ -435,7 +428,7 @@ async fn several_missing_mistyped_or_unknown_fields_are_all_named() {
     ];
     for (body, expected) in cases {
         let problem = refused(&app, &learner, body, "validation_failed").await;
-        let mut got = fields(&problem);
+        let mut got = error_fields(&problem);
         got.sort();
         let mut expected: Vec<String> = expected.iter().map(|f| (*f).to_owned()).collect();
         expected.sort();
@@ -466,7 +459,7 @@ async fn odd_phrase_ids_are_unknown_phrases_named_by_their_index() {
     ] {
         let body = answered(&[("ph-es-002", true), (odd, true)]);
         let problem = refused(&app, &learner, &body.to_string(), "unknown_phrase").await;
-        assert_eq!(fields(&problem), ["answers[1].phrase_id"], "{odd:?}");
+        assert_eq!(error_fields(&problem), ["answers[1].phrase_id"], "{odd:?}");
     }
     assert_eq!(app.count("study_sessions").await, 0);
 }

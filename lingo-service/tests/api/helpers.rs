@@ -252,6 +252,16 @@ pub async fn assert_problem(response: reqwest::Response, status: u16, code: &str
     body
 }
 
+/// The `errors[].field`s of a problem, in order.
+pub fn error_fields(problem: &Value) -> Vec<String> {
+    problem["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors in {problem}"))
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 pub fn assert_content_type(headers: &HeaderMap, expected: &str) {
     let value = headers
         .get(CONTENT_TYPE)

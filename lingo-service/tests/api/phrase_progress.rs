@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
 use crate::helpers::{
-    TestApp, answered_session as answered, assert_problem, assert_timestamp, key_set, keys,
-    move_into_the_past, now_seconds, phrase_item_keys, post_created as post_ok, rfc3339, spawn_app,
-    stored_states,
+    TestApp, answered_session as answered, assert_problem, assert_timestamp, error_fields, key_set,
+    keys, move_into_the_past, now_seconds, phrase_item_keys, post_created as post_ok, rfc3339,
+    spawn_app, stored_states,
 };
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
@@ -213,13 +213,7 @@ async fn every_refusal_names_its_code_and_field_and_stores_nothing() {
         let response = app.post_session(&learner, &body).await;
         let problem = assert_problem(response, 422, code).await;
         if !fields.is_empty() {
-            let got: Vec<&str> = problem["errors"]
-                .as_array()
-                .unwrap_or_else(|| panic!("no errors: {problem}"))
-                .iter()
-                .map(|e| e["field"].as_str().unwrap())
-                .collect();
-            assert_eq!(got, fields, "{problem}");
+            assert_eq!(error_fields(&problem), fields, "{problem}");
         }
     }
     assert_eq!(
@@ -290,13 +284,7 @@ async fn unknown_phrases_beside_stored_states_name_their_answers_and_store_nothi
         let body = answered("es", None, &answers);
         let response = app.post_session(&learner, &body).await;
         let problem = assert_problem(response, 422, "unknown_phrase").await;
-        let got: Vec<&str> = problem["errors"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no errors: {problem}"))
-            .iter()
-            .map(|e| e["field"].as_str().unwrap())
-            .collect();
-        assert_eq!(got, fields, "{problem}");
+        assert_eq!(error_fields(&problem), fields, "{problem}");
     }
     assert_eq!(
         counts(&app).await,

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use shared_auth::testing::token;
 
 use crate::helpers::{
-    assert_content_type, assert_problem, assert_timestamp, cursor_page_keys, key_set, keys,
-    session, spawn_app,
+    assert_content_type, assert_problem, assert_timestamp, cursor_page_keys, error_fields, key_set,
+    keys, session, spawn_app,
 };
 
 const SESSIONS: &str = "/v1/lingo/me/study-sessions";
@@ -448,13 +448,10 @@ async fn invalid_sessions_are_refused_and_store_nothing() {
         assert_eq!(response.status().as_u16(), status, "case {name}");
         let problem = assert_problem(response, status, code).await;
         if let Some(field) = field {
-            let fields: Vec<&str> = problem["errors"]
-                .as_array()
-                .unwrap_or_else(|| panic!("case {name}: no errors in {problem}"))
-                .iter()
-                .map(|e| e["field"].as_str().unwrap())
-                .collect();
-            assert!(fields.contains(&field), "case {name}: {problem}");
+            assert!(
+                error_fields(&problem).iter().any(|f| f == field),
+                "case {name}: {problem}"
+            );
         }
     }
     // Without a token the body is never looked at.
