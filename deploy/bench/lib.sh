@@ -185,6 +185,24 @@ PY
   say "wrote the $name section of deploy/bench/RESULTS.md (also $state/$name-section.md)"
 }
 
+# remove_learners LIKE-PATTERN: every row lingo-service keeps for these learners (phrase-progress*.sh). The review log
+# goes first; then the sessions' foreign-key checks are skipped (replication role, which also
+# skips triggers: the states go before it, so theirs run): their referencing rows are gone.
+remove_learners() {
+  admin_psql -v pattern="$1" <<'SQL'
+BEGIN;
+SET LOCAL search_path = lingo;
+DELETE FROM phrase_review_sessions WHERE learner_id LIKE :'pattern';
+DELETE FROM phrase_states WHERE learner_id LIKE :'pattern';
+SET LOCAL session_replication_role = replica;
+DELETE FROM study_sessions WHERE learner_id LIKE :'pattern';
+DELETE FROM learner_language_totals WHERE learner_id LIKE :'pattern';
+DELETE FROM learners WHERE learner_id LIKE :'pattern';
+DELETE FROM idempotency_keys WHERE caller_id LIKE :'pattern';
+COMMIT;
+SQL
+}
+
 target_dir() {
   (cd "$root" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 }

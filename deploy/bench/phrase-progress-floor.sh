@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# What bounds issue 32's goal 1 (GET /me/reviews and GET /me/phrases >= 0.5x GET /me/xp): the CPU
-# each request costs in lingo-service and in PostgreSQL, and the CPU of the pages' statements run
-# alone (pgbench, prepared, no service), on phrase-progress.sh's data (run that script first: this
-# one reuses its cluster in BENCH_STATE and adds nothing to it).
+# What bounds issue 32's goals 1 and 2 (GET /me/reviews and GET /me/phrases >= 0.5x GET /me/xp; a
+# session with 100 answers >= 0.3x one without): the CPU each request costs in lingo-service and in
+# PostgreSQL, and the CPU of the statements it cannot do without, run alone (pgbench, prepared, no
+# service), on phrase-progress.sh's data (run that script first: this one reuses its cluster in
+# BENCH_STATE, and removes what it adds).
 #
 # The statements are the ones the service sends: the script has PostgreSQL log the runtime role's
 # statements while it asks each endpoint once, and turns what it logged into pgbench scripts (the
@@ -13,10 +14,18 @@
 # whole cluster from /proc, divided by the requests), and each statement through pgbench (CPU of
 # the cluster divided by the transactions).
 #
-# The bound it reports: the ratio a page would reach if the service's own work for it (HTTP, the
-# token, decoding 20 rows, writing the JSON) cost no more than for /me/xp, so that only the
-# statement's PostgreSQL CPU differs: (xp service + xp PostgreSQL) / (xp service + page
+# The bound it reports for goal 1: the ratio a page would reach if the service's own work for it
+# (HTTP, the token, decoding 20 rows, writing the JSON) cost no more than for /me/xp, so that only
+# the statement's PostgreSQL CPU differs: (xp service + xp PostgreSQL) / (xp service + page
 # PostgreSQL). Below 0.5, no change in the service can meet the goal with that statement.
+#
+# For goal 2: a session with 100 answers does all a session without answers does, and also reads
+# the 100 stored states (FSRS advances them), updates them (each answer moves `due_at`, which the
+# design's "due first" index holds, so no update is HOT), and writes the review log's row. The
+# script gives 1,000 learners 100 states each and runs only that read, update and insert in
+# pgbench (simpler statements than the service's: no UNNEST, no FSRS), less the cost of an empty
+# transaction; the bound is (session without answers) / (session without answers + that). Below
+# 0.3, no implementation that keeps a state row per (learner, phrase) indexed by `due_at` meets it.
 #
 # Environment: as phrase-progress.sh (BENCH_STATE, PG_PORT, BENCH_PORT_BASE, BUILD=0, CONNS),
 # STEP_SECS (6), ROUNDS (2). Writes its section between the phrase-progress-floor markers in
@@ -115,6 +124,43 @@ ORDER BY s.due_at, s.phrase_id LIMIT 20;
 SQL
 printf 'learner=%s\nnow=%s\n' "$heavy" "$(date -u +'%Y-%m-%d %H:%M:%S+00')" >"$work/minimal.vars"
 
+# Goal 2: 1,000 learners with 100 stored states each (the answers of phrase-progress.sh's writers),
+# the least a 100-answer session writes for them, an empty transaction, and 1,000 callers of
+# sessions without answers.
+say "goal 2: 1,000 learners with 100 states each"
+floor_learners='bench-floor-%'
+trap 'remove_learners "$floor_learners" >/dev/null 2>&1 || true; bench_cleanup' INT TERM EXIT
+remove_learners "$floor_learners"
+admin_psql <<'SQL'
+INSERT INTO lingo.phrase_states (learner_id, phrase_id, language_code, stability, difficulty, due_at,
+                                 reviews, correct, lapses, first_reviewed_at, last_reviewed_at,
+                                 last_grade, updated_at)
+  SELECT format('bench-floor-%s', lpad(l::text, 5, '0')), format('bench-es-%s', lpad(i::text, 6, '0')),
+         'es', 3.0, 5.0, now() + make_interval(days => (l + i) % 7), 1, 1, 0, now(), now(), 3, now()
+  FROM generate_series(0, 999) l, generate_series(101, 200) i;
+SQL
+ids=$(python3 -c 'print("{" + ",".join(f"bench-es-{n:06d}" for n in range(101, 201)) + "}")')
+grades=$(python3 -c 'print("{" + ",".join(str(1 + n % 4) for n in range(100)) + "}")')
+printf 'ids=%s\ngrades=%s\n' "$ids" "$grades" >"$work/answers100.vars"
+cat >"$work/answers100.sql" <<'SQL'
+\set w random(0, 999)
+BEGIN;
+SELECT phrase_id, stability, difficulty, due_at, reviews, correct, lapses, first_reviewed_at,
+       last_reviewed_at, last_grade
+FROM phrase_states WHERE learner_id = ('bench-floor-' || lpad(:w::text, 5, '0')) AND phrase_id = ANY (:ids::text[]);
+UPDATE phrase_states SET stability = stability + 0.1, due_at = due_at + interval '1 day',
+       reviews = reviews + 1, correct = correct + 1, last_reviewed_at = clock_timestamp(),
+       last_grade = 3, updated_at = clock_timestamp()
+WHERE learner_id = ('bench-floor-' || lpad(:w::text, 5, '0')) AND phrase_id = ANY (:ids::text[]);
+INSERT INTO phrase_review_sessions (learner_id, studied_at, session_id, phrase_ids, grades)
+  VALUES ('bench-floor-' || lpad(:w::text, 5, '0'), clock_timestamp(), gen_random_uuid(), :ids::text[], :grades::smallint[]);
+COMMIT;
+SQL
+printf 'BEGIN;\nSELECT 1;\nCOMMIT;\n' >"$work/empty.sql"; : >"$work/empty.vars"
+python3 "$bench_dir/bench.py" tokens --secret "$AUTH_HS256_SECRET" --prefix bench-floor-plain \
+  --count 1000 --ttl 7200 --out "$work/plain.tokens"
+plain_body='{"duration_seconds":300,"phrases_seen":12,"phrases_correct":10,"language_code":"es"}'
+
 # --- measuring ----------------------------------------------------------------------------------------
 postmaster=$(head -n 1 "$pg_data/postmaster.pid")
 ticks() { # CPU ticks of the pids given, and of PostgreSQL's exited processes when the postmaster is
@@ -130,15 +176,15 @@ cluster_ticks() {
 us_per() { python3 -c "import os, sys; print(f'{(int(sys.argv[1])) * 1e6 / os.sysconf(\"SC_CLK_TCK\") / int(sys.argv[2]):.1f}')" "$1" "$2"; }
 rows="$work/rows.tsv"; : >"$rows"
 
-measure_endpoint() { # NAME PATH: one wrk step; appends "endpoint NAME service_us pg_us rps"
-  local s0 p0 out n
+measure_endpoint() { # NAME PATH [ENV=VALUE...]: one wrk step; appends "endpoint NAME service_us pg_us rps"
+  local name=$1 path=$2 s0 p0 out n; shift 2
   s0=$(ticks "$lingo_pid"); p0=$(cluster_ticks)
-  out=$(TOKEN=$token wrk -t2 -c"$CONNS" -d"${STEP_SECS}s" -s "$bench_dir/bench.lua" "$url/v1/lingo/me/$2" 2>&1)
+  out=$(env TOKEN="$token" "$@" wrk -t2 -c"$CONNS" -d"${STEP_SECS}s" -s "$bench_dir/bench.lua" "$url/v1/lingo/me/$path" 2>&1)
   local s1 p1; s1=$(ticks "$lingo_pid"); p1=$(cluster_ticks)
   n=$(awk '/requests in/{print $1}' <<<"$out")
   [ "$(sed -n 's/^RESULT //p' <<<"$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["non_2xx_3xx"])')" = 0 ] \
-    || die "$1: answers that were not 2xx"
-  printf 'endpoint\t%s\t%s\t%s\t%s\n' "$1" "$(us_per $((s1 - s0)) "$n")" "$(us_per $((p1 - p0)) "$n")" \
+    || die "$name: answers that were not 2xx"
+  printf 'endpoint\t%s\t%s\t%s\t%s\n' "$name" "$(us_per $((s1 - s0)) "$n")" "$(us_per $((p1 - p0)) "$n")" \
     "$(awk '/Requests\/sec/{print $2}' <<<"$out")" | tee -a "$rows" >&2
 }
 measure_statement() { # NAME: one pgbench step of $work/NAME.sql; appends "statement NAME - pg_us tps"
@@ -159,7 +205,11 @@ for round in $(seq "$ROUNDS"); do
   say "round $round of $ROUNDS"
   for i in "${!endpoints[@]}"; do measure_endpoint "${names[$i]}" "${endpoints[$i]}"; done
   for name in xp reviews due nodue phrases minimal; do measure_statement "$name"; done
+  measure_endpoint plain study-sessions MODE=post-session TOKENS_FILE="$work/plain.tokens" SESSION_BODY="$plain_body"
+  for name in answers100 empty; do measure_statement "$name"; done
 done
+say "removing goal 2's learners"
+remove_learners "$floor_learners"
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- report ---------------------------------------------------------------------------------------------
@@ -175,9 +225,11 @@ def spread(kind, name, col):
 print("| endpoint (wrk) | service µs | PostgreSQL µs | total µs | ÷ xp by CPU | req/s |")
 print("|---|---|---|---|---|---|")
 xp = mean("endpoint", "xp", 2) + mean("endpoint", "xp", 3)
-for name in ["xp", "reviews", "phrases"]:
+paths = {"xp": "GET /me/xp", "reviews": "GET /me/reviews?limit=20",
+         "phrases": "GET /me/phrases?limit=20", "plain": "POST /me/study-sessions without answers"}
+for name, path in paths.items():
     svc, pg = mean("endpoint", name, 2), mean("endpoint", name, 3)
-    print(f"| `GET /me/{name}` | {svc:.0f} ({spread('endpoint', name, 2)}) | {pg:.0f} "
+    print(f"| `{path}` | {svc:.0f} ({spread('endpoint', name, 2)}) | {pg:.0f} "
           f"({spread('endpoint', name, 3)}) | {svc + pg:.0f} | {xp / (svc + pg):.2f} | "
           f"{mean('endpoint', name, 4):.0f} |")
 print()
@@ -188,6 +240,8 @@ labels = {
     "nodue": "its page alone (states, phrases, stats; no count)",
     "phrases": "the statement of `GET /me/phrases`",
     "minimal": "the least a page reads: 20 due states with their phrases (no count, no stats)",
+    "answers100": "the least a 100-answer session adds: read, update 100 states, insert the log row (a transaction)",
+    "empty": "an empty transaction (`BEGIN`, `SELECT 1`, `COMMIT`)",
 }
 print("| statement (pgbench, prepared, no service) | PostgreSQL µs per execution | per second |")
 print("|---|---|---|")
@@ -201,13 +255,19 @@ for name in ["reviews", "phrases"]:
     print(f"- **bound, `GET /me/{name}` ÷ `GET /me/xp`** if its service work cost no more than "
           f"/me/xp's: {xp:.0f} / ({xp_svc:.0f} + {mean('endpoint', name, 3):.0f}) = **{bound:.2f}** "
           f"({'below' if bound < 0.5 else 'not below'} the goal's 0.5)")
+plain = mean("endpoint", "plain", 2) + mean("endpoint", "plain", 3)
+added = mean("statement", "answers100", 3) - mean("statement", "empty", 3)
+print(f"- **bound, session with 100 answers ÷ without** if it did nothing more than a session without "
+      f"answers and the least it adds: {plain:.0f} / ({plain:.0f} + {added:.0f}) = "
+      f"**{plain / (plain + added):.2f}** ({'below' if plain / (plain + added) < 0.3 else 'not below'} "
+      f"the goal's 0.3)")
 PY
 {
   echo "<!-- phrase-progress-floor:begin (deploy/bench/phrase-progress-floor.sh rewrites this section) -->"
-  echo "## What bounds issue 32's goal 1: \`deploy/bench/phrase-progress-floor.sh\`"
+  echo "## What bounds issue 32's goals 1 and 2: \`deploy/bench/phrase-progress-floor.sh\`"
   echo
   echo "- **Date**: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(cd "$root" && git rev-parse --short HEAD); $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; release lingo-service and PostgreSQL $("$PSQL" --version | awk '{print $3}') (\`shared_buffers=512MB\`) on phrase-progress.sh's data; $CONNS connections (wrk 2 threads; pgbench 2 threads), ${STEP_SECS} s a step, $ROUNDS interleaved rounds; load average $load_start at start, $load_end at the end."
-  echo "- CPU per request: lingo-service's, and the cluster's (every PostgreSQL process, exited ones included), from /proc, over each step, divided by the requests (means over the rounds, range in parentheses). pgbench runs the statements the service sent, captured from PostgreSQL's log, with the same parameters."
+  echo "- CPU per request: lingo-service's, and the cluster's (every PostgreSQL process, exited ones included), from /proc, over each step, divided by the requests (means over the rounds, range in parentheses). pgbench runs the statements the service sent, captured from PostgreSQL's log, with the same parameters; the 100-answer transaction runs for 1,000 learners with 100 states each (the script's own, removed afterwards), a random one each time."
   echo
   cat "$work/tables.md"
   echo "<!-- phrase-progress-floor:end -->"

@@ -66,24 +66,6 @@ INSERT INTO phrase_translations (phrase_id, language_code, text)
 SQL
 fi
 
-# remove_learners LIKE-PATTERN: every row the service keeps for these learners. The review log
-# goes first; then the sessions' foreign-key checks are skipped (replication role, which also
-# skips triggers: the states go before it, so theirs run): their referencing rows are gone.
-remove_learners() {
-  admin_psql -v pattern="$1" <<'SQL'
-BEGIN;
-SET LOCAL search_path = lingo;
-DELETE FROM phrase_review_sessions WHERE learner_id LIKE :'pattern';
-DELETE FROM phrase_states WHERE learner_id LIKE :'pattern';
-SET LOCAL session_replication_role = replica;
-DELETE FROM study_sessions WHERE learner_id LIKE :'pattern';
-DELETE FROM learner_language_totals WHERE learner_id LIKE :'pattern';
-DELETE FROM learners WHERE learner_id LIKE :'pattern';
-DELETE FROM idempotency_keys WHERE caller_id LIKE :'pattern';
-COMMIT;
-SQL
-}
-
 # copy_histories PLAN-SQL: PLAN-SQL fills the temporary table bench_plan (learner_id, phrase_id,
 # tmpl_phrase, shift): each row a (learner, phrase) whose history is the template learner's on
 # tmpl_phrase moved by `shift`. Writes those answers (one session per learner and time, its
