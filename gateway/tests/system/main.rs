@@ -16,6 +16,7 @@ mod contract_review_identity;
 mod contract_review_openapi;
 mod contract_review_paging;
 mod contract_review_search;
+mod openapi_examples;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};

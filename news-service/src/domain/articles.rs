@@ -26,12 +26,12 @@ pub struct ArticleViewer {
 /// An article in a list (no body). Counts are exact: they equal the rows they count.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(example = json!({
-    "id": "art-000001", "title": "Harbour Council Approves Night Ferry",
-    "summary": "The council voted 7-2 for a trial service.",
-    "url": "https://news.example/articles/art-000001", "published_at": "2026-11-21T09:30:00Z",
-    "organization": {"id": "org-001", "name": "Harbour Herald"},
-    "journalist": {"id": "jrn-0001", "name": "Ada Byrne"},
-    "organization_id": "org-001", "journalist_id": "jrn-0001",
+    "id": "art-000001", "title": "3 things to know about the new rent control rules",
+    "summary": "Ines Hoffman reports on rent control in Posfield: what changed, who is affected, and what comes next.",
+    "url": "https://news.example/articles/art-000001", "published_at": "2025-04-05T16:53:00Z",
+    "organization": {"id": "org-001", "name": "The Morning Ledger"},
+    "journalist": {"id": "jrn-0021", "name": "Ines Hoffman"},
+    "organization_id": "org-001", "journalist_id": "jrn-0021",
     "like_count": 12, "bookmark_count": 3, "comment_count": 5,
     "viewer": {"liked": true, "bookmarked": false, "following_journalist": false,
                "following_organization": true}

@@ -75,7 +75,7 @@ pub fn is_thread_path(path: &str) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 #[schema(example = json!({
     "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "article_id": "art-000001",
-    "parent_id": null, "author_id": "user-42", "text": "A night ferry at last.",
+    "parent_id": null, "author_id": "user-42", "text": "Good read.",
     "depth": 0, "created_at": "2026-11-21T09:30:00Z"
 }))]
 pub struct Comment {

@@ -14,7 +14,7 @@ pub struct FollowViewer {
 /// A news organisation.
 #[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
 #[schema(example = json!({
-    "id": "org-001", "name": "Harbour Herald", "url": "https://harbour-herald.example",
+    "id": "org-001", "name": "The Morning Ledger", "url": "https://morningledger.example",
     "follower_count": 21, "viewer": {"following": true}
 }))]
 pub struct Organization {
@@ -32,7 +32,7 @@ pub struct Organization {
 /// A journalist.
 #[derive(Debug, Clone, Serialize, FromRow, ToSchema)]
 #[schema(example = json!({
-    "id": "jrn-0001", "name": "Ada Byrne", "organization_id": "org-001",
+    "id": "jrn-0001", "name": "Kofi Ibrahim", "organization_id": "org-001",
     "follower_count": 8, "viewer": null
 }))]
 pub struct Journalist {

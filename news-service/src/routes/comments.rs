@@ -35,7 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A new comment. `text` is trimmed; empty after trimming, or over 10,000 characters, is 422.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"article_id": "art-000001", "text": "A night ferry at last.", "parent_id": null}))]
+#[schema(example = json!({"article_id": "art-000001", "text": "Good read.", "parent_id": null}))]
 pub struct CommentInput {
     /// An existing article (else 422 `unknown_article`).
     #[schema(min_length = 1)]
