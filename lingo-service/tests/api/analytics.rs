@@ -391,3 +391,33 @@ async fn updated_since_compares_as_written_past_the_microsecond() {
         assert_problem(response, 400, "invalid_cursor").await;
     }
 }
+
+/// A cursor has its own list's fields and no others: one forged with the fields of both exports
+/// (`{"t":"phrase-progress","u":0,"l":"a","p":"x","c":"es"}`) or with one more
+/// (`{"u":0,"l":"a","c":"es","x":1}`, `{"t":"phrase-progress","u":0,"l":"a","p":"x","x":1}`)
+/// does not decode as either; nor does a cursor of `/me/phrases` with one more field.
+#[tokio::test]
+async fn a_cursor_with_fields_of_another_list_is_refused() {
+    let app = spawn_app().await;
+    let analyst = token_with_scope("tool", "lingo:analytics");
+    let both = "eyJ0IjoicGhyYXNlLXByb2dyZXNzIiwidSI6MCwibCI6ImEiLCJwIjoieCIsImMiOiJlcyJ9";
+    let progress_and_more = "eyJ1IjowLCJsIjoiYSIsImMiOiJlcyIsIngiOjF9";
+    let states_and_more = "eyJ0IjoicGhyYXNlLXByb2dyZXNzIiwidSI6MCwibCI6ImEiLCJwIjoieCIsIngiOjF9";
+    for export in [EXPORT, "/v1/lingo/analytics/phrase-progress"] {
+        for cursor in [both, progress_and_more, states_and_more] {
+            let response = app
+                .get(&format!("{export}?cursor={cursor}"), Some(&analyst))
+                .await;
+            assert_problem(response, 400, "invalid_cursor").await;
+        }
+    }
+    // The same for `/me/phrases`: `{"t":"me-phrases","d":0,"p":"x","x":1}`.
+    let mine = "eyJ0IjoibWUtcGhyYXNlcyIsImQiOjAsInAiOiJ4IiwieCI6MX0";
+    let response = app
+        .get(
+            &format!("/v1/lingo/me/phrases?cursor={mine}"),
+            Some(&token("a")),
+        )
+        .await;
+    assert_problem(response, 400, "invalid_cursor").await;
+}
