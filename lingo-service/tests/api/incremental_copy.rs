@@ -142,6 +142,15 @@ async fn incremental_copies_end_with_exactly_the_tables_while_everything_writes(
     };
     let (recorded, _) = tokio::join!(writers, copying);
     assert!(recorded > 40, "only {recorded} sessions recorded");
+    // Every session answered 201 is counted once (and the last learner's one).
+    let counted: i64 = sqlx::query_scalar(
+        "SELECT sum(sessions)::int8 FROM lingo.learner_language_totals \
+          WHERE learner_id LIKE 'copied-%'",
+    )
+    .fetch_one(&mut app.admin().await)
+    .await
+    .unwrap();
+    assert_eq!(counted, recorded as i64 + 1);
 
     app.settle_export_horizon().await;
     let totals = progress_table(app).await;
