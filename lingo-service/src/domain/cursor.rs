@@ -15,8 +15,10 @@ use crate::domain::text::is_storable;
 use crate::error::ErrorCode;
 
 /// Position after the last row of a page, in the export's order
-/// `(updated_at, learner_id, language_code)`.
+/// `(updated_at, learner_id, language_code)`. No other field is accepted, so that no cursor
+/// decodes as both this and the phrase-progress export's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Cursor {
     /// `updated_at` in microseconds since the epoch (Postgres precision, so no row is skipped).
     #[serde(rename = "u")]

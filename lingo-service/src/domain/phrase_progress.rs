@@ -113,6 +113,7 @@ const EXPORT: &str = "phrase-progress";
 /// Position after the last row of a `GET /me/phrases` page, in its order `(due_at, phrase_id)`,
 /// with the filters of its list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MyPhrasesCursor {
     #[serde(rename = "t")]
     list: String,
@@ -185,6 +186,7 @@ impl MyPhrasesCursor {
 /// Position after the last row of an analytics export page, in its order
 /// `(updated_at, learner_id, phrase_id)`, with the `updated_since` of its list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExportCursor {
     #[serde(rename = "t")]
     list: String,

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use std::result::Result as StdResult;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use shared_auth::http::paging::next_cursor;
 use shared_auth::{Paging, Problem, Query, RequiredCaller};
@@ -57,7 +57,8 @@ pub struct Export {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ExportQuery {
-    /// Only rows changed at or after this instant (RFC 3339).
+    /// Only rows changed at or after this instant (RFC 3339, any offset), compared as written
+    /// whatever the number of fraction digits (rows are stamped to the microsecond).
     #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
     updated_since: Option<String>,
     /// The `next_cursor` of the previous page (opaque); one that does not decode is 400
@@ -164,10 +165,35 @@ impl ExportQuery {
     }
 }
 
+/// `updated_since` as the bound the tables are filtered with. Rows are stamped to the
+/// microsecond, so a bound with more fraction digits is rounded up to the next microsecond when
+/// any digit past the sixth is not 0: `updated_at >= bound` then holds exactly for the rows at or
+/// after the instant as written. (Truncated, `.1234561Z` would also return a row stamped at
+/// `.123456`, before it; chrono keeps nine digits and ignores the rest, so they are read here.)
 fn parse_timestamp(text: &str) -> StdResult<DateTime<Utc>, Problem> {
-    DateTime::parse_from_rfc3339(text)
+    let at = DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc))
-        .map_err(|_| Problem::invalid_query("updated_since must be an RFC 3339 timestamp"))
+        .map_err(|_| Problem::invalid_query("updated_since must be an RFC 3339 timestamp"))?;
+    let whole_micros = at.trunc_subsecs(6);
+    if !has_digits_past_micros(text) {
+        return Ok(whole_micros);
+    }
+    whole_micros
+        .checked_add_signed(TimeDelta::microseconds(1))
+        .ok_or_else(|| Problem::invalid_query("updated_since is out of range"))
+}
+
+/// Whether the fraction of seconds of an RFC 3339 timestamp has a digit other than 0 past the
+/// sixth (the only `.` of a timestamp starts that fraction).
+fn has_digits_past_micros(text: &str) -> bool {
+    let Some((_, fraction)) = text.split_once('.') else {
+        return false;
+    };
+    fraction
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .skip(6)
+        .any(|digit| digit != b'0')
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -228,4 +254,34 @@ async fn export_phrase_progress(
         data,
         next_cursor,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn micros(text: &str) -> i64 {
+        parse_timestamp(text)
+            .expect("a timestamp")
+            .timestamp_micros()
+    }
+
+    #[test]
+    fn a_bound_past_the_microsecond_is_rounded_up_never_down() {
+        let at = micros("2026-11-21T09:30:00.123456Z");
+        for (text, expected) in [
+            ("2026-11-21T09:30:00.123456Z", at),
+            ("2026-11-21T09:30:00.123456000000Z", at),
+            ("2026-11-21T10:30:00.123456+01:00", at),
+            ("2026-11-21T09:30:00.123456-00:00", at),
+            ("2026-11-21T09:30:00.1234560001Z", at + 1),
+            ("2026-11-21T09:30:00.123456001Z", at + 1),
+            ("2026-11-21T09:30:00.1234569999999Z", at + 1),
+            ("2026-11-21T09:30:00.123455999Z", at),
+            ("2026-11-21T09:30:00.12345Z", at - 6),
+            ("2026-11-21T09:30:00Z", at - 123_456),
+        ] {
+            assert_eq!(micros(text), expected, "{text}");
+        }
+    }
 }

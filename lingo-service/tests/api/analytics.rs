@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::Value;
+use serde_json::{Value, json};
 use shared_auth::testing::{token, token_with_scope};
 
 use crate::helpers::{assert_problem, assert_timestamp, key_set, keys, session, spawn_app};
@@ -320,4 +320,104 @@ async fn copy_since(
             None => return rows,
         }
     }
+}
+
+/// `updated_since` keeps the rows updated at or after the instant as written, however many
+/// fraction digits it has: rows are stamped to the microsecond, and a bound a nanosecond (or
+/// less, in a tenth digit) after a row's stamp must not return it, nor one just before lose it.
+/// A cursor continues the bound as written too: another instant is another list.
+#[tokio::test]
+async fn updated_since_compares_as_written_past_the_microsecond() {
+    let app = spawn_app().await;
+    let answered = json!({"duration_seconds": 60, "phrases_seen": 1, "phrases_correct": 1,
+        "language_code": "es", "answers": [{"phrase_id": "ph-es-001", "correct": true}]});
+    // A second learner, so that the exports have a second page for a cursor.
+    for learner in ["precise", "precise-too"] {
+        let response = app.post_session(&token(learner), &answered).await;
+        assert_eq!(response.status(), 201);
+    }
+    app.settle_export_horizon().await;
+    let analyst = token_with_scope("tool", "lingo:analytics");
+    let exports = [
+        (EXPORT, "learner_language_totals"),
+        ("/v1/lingo/analytics/phrase-progress", "phrase_states"),
+    ];
+    for (export, table) in exports {
+        let stamped: DateTime<Utc> = sqlx::query_scalar(&format!(
+            "SELECT updated_at FROM lingo.{table} WHERE learner_id = 'precise'"
+        ))
+        .fetch_one(&mut app.admin().await)
+        .await
+        .unwrap();
+        let micros = stamped.to_rfc3339_opts(SecondsFormat::Micros, true);
+        let (whole, fraction) = micros.trim_end_matches('Z').split_once('.').unwrap();
+        let before = (stamped - chrono::Duration::nanoseconds(1))
+            .to_rfc3339_opts(SecondsFormat::Nanos, true);
+        for (since, returned) in [
+            (micros.clone(), true),
+            (format!("{whole}.{fraction}000000Z"), true),
+            (before, true),
+            (format!("{whole}.{fraction}001Z"), false),
+            (format!("{whole}.{fraction}0001Z"), false),
+            (format!("{whole}.{fraction}0000000001Z"), false),
+        ] {
+            let path = format!("{export}?updated_since={since}");
+            let body: Value = app.get(&path, Some(&analyst)).await.json().await.unwrap();
+            let learners: Vec<&str> = body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| row["learner_id"].as_str().unwrap())
+                .collect();
+            assert_eq!(learners.contains(&"precise"), returned, "{path}: {body}");
+        }
+
+        let since = "updated_since=2000-01-01T00:00:00.0000000001Z";
+        let first: Value = app
+            .get(&format!("{export}?limit=1&{since}"), Some(&analyst))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let cursor = first["next_cursor"].as_str().unwrap();
+        let same = app
+            .get(&format!("{export}?cursor={cursor}&{since}"), Some(&analyst))
+            .await;
+        assert_eq!(same.status(), 200);
+        let other = "updated_since=2000-01-01T00:00:00Z";
+        let response = app
+            .get(&format!("{export}?cursor={cursor}&{other}"), Some(&analyst))
+            .await;
+        assert_problem(response, 400, "invalid_cursor").await;
+    }
+}
+
+/// A cursor has its own list's fields and no others: one forged with the fields of both exports
+/// (`{"t":"phrase-progress","u":0,"l":"a","p":"x","c":"es"}`) or with one more
+/// (`{"u":0,"l":"a","c":"es","x":1}`, `{"t":"phrase-progress","u":0,"l":"a","p":"x","x":1}`)
+/// does not decode as either; nor does a cursor of `/me/phrases` with one more field.
+#[tokio::test]
+async fn a_cursor_with_fields_of_another_list_is_refused() {
+    let app = spawn_app().await;
+    let analyst = token_with_scope("tool", "lingo:analytics");
+    let both = "eyJ0IjoicGhyYXNlLXByb2dyZXNzIiwidSI6MCwibCI6ImEiLCJwIjoieCIsImMiOiJlcyJ9";
+    let progress_and_more = "eyJ1IjowLCJsIjoiYSIsImMiOiJlcyIsIngiOjF9";
+    let states_and_more = "eyJ0IjoicGhyYXNlLXByb2dyZXNzIiwidSI6MCwibCI6ImEiLCJwIjoieCIsIngiOjF9";
+    for export in [EXPORT, "/v1/lingo/analytics/phrase-progress"] {
+        for cursor in [both, progress_and_more, states_and_more] {
+            let response = app
+                .get(&format!("{export}?cursor={cursor}"), Some(&analyst))
+                .await;
+            assert_problem(response, 400, "invalid_cursor").await;
+        }
+    }
+    // The same for `/me/phrases`: `{"t":"me-phrases","d":0,"p":"x","x":1}`.
+    let mine = "eyJ0IjoibWUtcGhyYXNlcyIsImQiOjAsInAiOiJ4IiwieCI6MX0";
+    let response = app
+        .get(
+            &format!("/v1/lingo/me/phrases?cursor={mine}"),
+            Some(&token("a")),
+        )
+        .await;
+    assert_problem(response, 400, "invalid_cursor").await;
 }

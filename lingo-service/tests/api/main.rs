@@ -12,6 +12,7 @@ mod hardening;
 mod health;
 mod helpers;
 mod idempotency;
+mod incremental_copy;
 mod openapi;
 mod phrase_deletes;
 mod phrase_moves;
