@@ -18,7 +18,8 @@
 //!   the `simple` dictionary (ASCII lower case); else (`asciiword`, `word`, hyphenated parts)
 //!   `unaccent` (PostgreSQL's `unaccent.rules`, copied here) then the language's Snowball
 //!   stemmer after ASCII lower case (the `C` locale's), no lexeme for a stop word (PostgreSQL's
-//!   stop word files, copied here).
+//!   stop word files, copied here); the text is lower-cased by Unicode rules before all that
+//!   ([`search_lower`], as the schema's function of that name, which keeps word boundaries).
 //! - Languages: English and Spanish, whose stemmers (`rust-stemmers`) are checked against
 //!   PostgreSQL's in `tests/api/highlight_model.rs`; any other language is left to `ts_headline`.
 //!
@@ -77,11 +78,12 @@ impl Folding {
 
     /// `f` of the lexeme of one word (as [`Folding::lexeme`]), without copying it.
     fn with_lexeme<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
+        let word = search_lower(word);
         if word.chars().any(|c| c.is_ascii_digit()) {
             // numword / uint: the simple dictionary, without unaccent.
             return Some(f(&word.to_ascii_lowercase()));
         }
-        self.with_stem(&UNACCENT.apply(word), f)
+        self.with_stem(&UNACCENT.apply(&word), f)
     }
 
     /// The Snowball dictionary: lower case, stop words, stem.
@@ -96,6 +98,22 @@ impl Folding {
         }
         Some(f(&self.stemmer.stem(&lower)))
     }
+}
+
+/// A text as the schema's `search_lower` (migration `search_lower_case`) gives it to the parser:
+/// lower case by Unicode rules, `İ` as `I` first (so one code point stays one), and Greek's
+/// final sigma `ς` as `σ`. ASCII text is only lower-cased, which the dictionaries do anyway.
+pub fn search_lower(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    let lowered: String = text
+        .replace('\u{130}', "I")
+        .to_lowercase()
+        .chars()
+        .map(|c| if c == 'ς' { 'σ' } else { c })
+        .collect();
+    Cow::Owned(lowered)
 }
 
 /// PostgreSQL's `unaccent` dictionary: each character (or longest listed sequence) replaced by
@@ -333,6 +351,25 @@ fn ascii_firsts(lexemes: &HashSet<String>) -> [bool; 128] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn texts_are_lowered_in_every_script_one_code_point_for_one() {
+        for (written, lowered) in [
+            ("ΟΔΟΣ οδός Σ", "οδοσ οδόσ σ"),
+            ("МОСКВА Ёлка", "москва ёлка"),
+            ("İSTANBUL Işık", "istanbul işık"),
+            ("GROẞE", "große"),
+            ("ASCII Stays", "ASCII Stays"),
+        ] {
+            let got = search_lower(written);
+            assert_eq!(got, lowered, "{written}");
+            assert_eq!(got.chars().count(), written.chars().count(), "{written}");
+        }
+        let english = Folding::of_language("en").unwrap();
+        assert_eq!(english.lexeme("МОСКВА").as_deref(), Some("москва"));
+        assert_eq!(english.lexeme("ΟΔΟΣ").as_deref(), Some("οδοσ"));
+        assert_eq!(english.lexeme("Ж5").as_deref(), Some("ж5"));
+    }
 
     fn english() -> Folding {
         Folding::of_language("en").unwrap()

@@ -14,8 +14,9 @@ use sqlx::PgPool;
 use crate::helpers::spawn_app;
 
 /// Texts the seed does not write: what the must-shows and real news put in a field.
-const HAND_MADE: [(&str, &str); 14] = [
+const HAND_MADE: [(&str, &str); 15] = [
     ("en", "🎉 Cafe\u{301} culture returns"),
+    ("en", "ΟΔΟΣ ΣΤΑΔΙΟΥ closed as МОСКВА and İSTANBUL vote"),
     (
         "en",
         "Turnout rose 12.5% to 3,400 in 2019. Officials said 0.75 was low.",
@@ -147,7 +148,7 @@ async fn the_stemmers_agree_with_postgresql_over_a_large_word_list() {
 /// The lexemes PostgreSQL's configuration gives a text (the vector, without positions).
 async fn vector_lexemes(db: &PgPool, language: &str, text: &str) -> BTreeSet<String> {
     sqlx::query_scalar::<_, String>(
-        "SELECT unnest(tsvector_to_array(to_tsvector(news.search_config($1), $2)))",
+        "SELECT unnest(tsvector_to_array(to_tsvector(news.search_config($1), news.search_lower($2))))",
     )
     .bind(language)
     .bind(text)
@@ -193,7 +194,7 @@ async fn headline_marks(
     lexemes: &[String],
 ) -> Vec<[usize; 2]> {
     let marked: String = sqlx::query_scalar(
-        "SELECT ts_headline(news.search_config($1), $2,
+        "SELECT ts_headline(news.search_config($1), news.search_lower($2),
                             (SELECT string_agg(quote_literal(l), ' | ') FROM unnest($3::text[]) l)::tsquery,
                             $4)",
     )
