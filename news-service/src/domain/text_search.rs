@@ -4,6 +4,9 @@
 //! query's, which is what `ts_headline` with `HighlightAll` does.
 //!
 //! The model covers what news text mostly is, and says so when a text holds anything else:
+//! - The text folded first ([`search_fold`], as the schema's function of that name, one code
+//!   point for one): punctuation and white space beyond ASCII become spaces, and letters lower
+//!   case by Unicode rules.
 //! - PostgreSQL 15's default parser in a database whose `LC_CTYPE` is `C` (the store checks both):
 //!   a word is a run of ASCII letters and digits and of any non-ASCII characters (to the parser
 //!   in that locale every non-ASCII character is a letter: emoji, combining accents, curly
@@ -18,8 +21,7 @@
 //!   the `simple` dictionary (ASCII lower case); else (`asciiword`, `word`, hyphenated parts)
 //!   `unaccent` (PostgreSQL's `unaccent.rules`, copied here) then the language's Snowball
 //!   stemmer after ASCII lower case (the `C` locale's), no lexeme for a stop word (PostgreSQL's
-//!   stop word files, copied here); the text is lower-cased by Unicode rules before all that
-//!   ([`search_lower`], as the schema's function of that name, which keeps word boundaries).
+//!   stop word files, copied here).
 //! - Languages: English and Spanish, whose stemmers (`rust-stemmers`) are checked against
 //!   PostgreSQL's in `tests/api/highlight_model.rs`; any other language is left to `ts_headline`.
 //!
@@ -32,6 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 
 /// Longer words are left to PostgreSQL (it skips tokens of 2,047 bytes and more, and such a
 /// word is no word of news text).
@@ -78,7 +81,7 @@ impl Folding {
 
     /// `f` of the lexeme of one word (as [`Folding::lexeme`]), without copying it.
     fn with_lexeme<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
-        let word = search_lower(word);
+        let word = search_fold(word);
         if word.chars().any(|c| c.is_ascii_digit()) {
             // numword / uint: the simple dictionary, without unaccent.
             return Some(f(&word.to_ascii_lowercase()));
@@ -100,20 +103,36 @@ impl Folding {
     }
 }
 
-/// A text as the schema's `search_lower` (migration `search_lower_case`) gives it to the parser:
-/// lower case by Unicode rules, `İ` as `I` first (so one code point stays one), and Greek's
-/// final sigma `ς` as `σ`. ASCII text is only lower-cased, which the dictionaries do anyway.
-pub fn search_lower(text: &str) -> Cow<'_, str> {
+/// A text as the schema's `search_fold` (migration `search_fold`) gives it to the parser, one
+/// code point for one: punctuation and white space beyond ASCII as ASCII spaces, then lower case
+/// by Unicode rules (`İ` as `I` first, so that one code point stays one) and Greek's final sigma
+/// `ς` as `σ`. ASCII text is left as it is (the dictionaries lower-case it anyway).
+pub fn search_fold(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return Cow::Borrowed(text);
     }
-    let lowered: String = text
-        .replace('\u{130}', "I")
-        .to_lowercase()
+    let split: String = text
         .chars()
-        .map(|c| if c == 'ς' { 'σ' } else { c })
+        .map(|c| match c {
+            '\u{130}' => 'I',
+            c if splits_words(c) => ' ',
+            c => c,
+        })
         .collect();
-    Cow::Owned(lowered)
+    Cow::Owned(
+        split
+            .to_lowercase()
+            .chars()
+            .map(|c| if c == 'ς' { 'σ' } else { c })
+            .collect(),
+    )
+}
+
+/// Whether `search_fold` writes `c` as a space: punctuation (general category P*) or white space
+/// beyond ASCII, which the parser in the `C` locale would read as a letter.
+pub fn splits_words(c: char) -> bool {
+    !c.is_ascii()
+        && (c.is_whitespace() || c.general_category_group() == GeneralCategoryGroup::Punctuation)
 }
 
 /// PostgreSQL's `unaccent` dictionary: each character (or longest listed sequence) replaced by
@@ -326,8 +345,10 @@ impl<'a> Marker<'a> {
 
     /// As [`marks`].
     pub fn marks(&mut self, text: &str) -> Option<Vec<[usize; 2]>> {
+        // The words PostgreSQL reads are those of the folded text, at the same code points.
+        let folded = search_fold(text);
         let mut marks = Vec::new();
-        for_each_word(text, |w| {
+        for_each_word(&folded, |w| {
             if self.matches(w.text) {
                 marks.push([w.start, w.end]);
             }
@@ -360,8 +381,11 @@ mod tests {
             ("İSTANBUL Işık", "istanbul işık"),
             ("GROẞE", "große"),
             ("ASCII Stays", "ASCII Stays"),
+            ("“the CAFÉ is full”", " the café is full "),
+            ("said—quietly—that l’eau «x»", "said quietly that l eau  x "),
+            ("va\u{A0}? 東京、駅。", "va ? 東京 駅 "),
         ] {
-            let got = search_lower(written);
+            let got = search_fold(written);
             assert_eq!(got, lowered, "{written}");
             assert_eq!(got.chars().count(), written.chars().count(), "{written}");
         }

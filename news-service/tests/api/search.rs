@@ -507,7 +507,9 @@ const CAPITALS: &str = "INSERT INTO articles (id, title, summary, body, url, pub
   ('c-el', 'Κλειστός ο δρόμος', 'Η οδός είναι κλειστή.', 'Έργα.', 'u',
    '2026-03-03T10:00:00Z', 'org-a', 'jrn-1', 'el'),
   ('c-ascii', 'Harbour strike ends', 'Dock workers return.', 'The union agreed.', 'u',
-   '2026-03-04T10:00:00Z', 'org-a', 'jrn-1', 'en');";
+   '2026-03-04T10:00:00Z', 'org-a', 'jrn-1', 'en'),
+  ('c-quotes', 'Ferry queues at the harbour', 'He said—quietly—that “the quay is full”.',
+   'L’eau monte à «Marseille»\u{A0}!', 'u', '2026-03-05T10:00:00Z', 'org-a', 'jrn-1', 'en');";
 
 /// Case is ignored in every script, as for Latin letters: a Russian article's "МОСКВА" and
 /// "Москва" are `москва`, the Greek words of an English article are found in lower case and
@@ -543,11 +545,50 @@ async fn case_is_ignored_in_every_script() {
     assert_eq!(marked(highlight(hit, "title")), ["ΟΔΟΣ", "ΣΤΑΔΙΟΥ"]);
 }
 
-/// Migration `search_lower_case` with its backfill, over vectors computed before it: the
-/// articles with capitals beyond ASCII are found in lower case afterwards, their vectors and
+/// A word ends at any punctuation or white space, not only ASCII's: curly quotes, dashes,
+/// guillemets, a curly apostrophe and a no-break space (to PostgreSQL's parser in the `C` locale
+/// they were letters, so "“the quay is full”" held the word `full"`), and a `q` typed with them
+/// is read the same way. The highlights mark the words as written.
+#[tokio::test]
+async fn punctuation_beyond_ascii_ends_a_word() {
+    let app = spawn_with_fixture().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(CAPITALS).execute(&pipeline).await.unwrap();
+    for q in [
+        "full",
+        "quietly",
+        "quay",
+        "eau",
+        "marseille",
+        "“full”",
+        "l’eau",
+        "«quietly»",
+        "said—quietly",
+    ] {
+        assert_eq!(found(&app, q).await, ["c-quotes"], "{q}");
+    }
+    let page = search(&app, &format!("q={}", encode("quietly full"))).await;
+    let hit = &page["data"][0];
+    assert_eq!(marked(highlight(hit, "summary")), ["quietly", "full"]);
+    assert_eq!(
+        highlight(hit, "summary")["text"],
+        "He said—quietly—that “the quay is full”."
+    );
+    let page = search(&app, &format!("q={}", encode("marseille"))).await;
+    assert_eq!(marked(highlight(&page["data"][0], "body")), ["Marseille"]);
+    // The word list that suggestions respell from holds the words, not the punctuation.
+    let listed = "SELECT count(*) FROM search_words WHERE word IN ('full', 'quietly', 'москва')";
+    assert_eq!(app.count(listed).await, 3);
+    let joined = "SELECT count(*) FROM search_words WHERE word ~ '[“”—«»’]'";
+    assert_eq!(app.count(joined).await, 0);
+}
+
+/// Migration `search_fold` with its backfill, over vectors computed before it: the
+/// articles with capitals or punctuation beyond ASCII are found in lower case and by the words
+/// next to the punctuation afterwards, their vectors and
 /// lexeme counts are what the triggers give, and an article in ASCII only is not written.
 #[tokio::test]
-async fn the_lower_case_migration_recomputes_the_vectors_it_changes() {
+async fn the_fold_migration_recomputes_the_vectors_it_changes() {
     let (db, owner, pipeline) = database_before_migration(20261130200001).await;
     sqlx::raw_sql(CAPITALS).execute(&pipeline).await.unwrap();
     let admin = pool_as(&db, "admin").await;
@@ -595,6 +636,7 @@ async fn the_lower_case_migration_recomputes_the_vectors_it_changes() {
     assert_eq!(found(&app, "москва").await, ["c-ru"]);
     assert_eq!(found(&app, "οδοσ").await.len(), 2);
     assert_eq!(found(&app, "strike").await, ["c-ascii"]);
+    assert_eq!(found(&app, "full").await, ["c-quotes"]);
 }
 
 #[tokio::test]

@@ -148,12 +148,12 @@ async fn headlines(
         .collect();
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
     // cannot fake a mark. The text is lowered as the vector read it (migration
-    // `search_lower_case`), one code point for one: the marks found in it are put on the text
+    // `search_fold`), one code point for one: the marks found in it are put on the text
     // as written (`fragment_of`).
     let rows = sqlx::query!(
         r#"SELECT f.id AS "id!", f.field AS "field!",
                   ts_headline(l.config::regconfig,
-                              search_lower(translate(CASE f.field WHEN 'title' THEN a.title
+                              search_fold(translate(CASE f.field WHEN 'title' THEN a.title
                                                                   WHEN 'summary' THEN a.summary
                                                                   ELSE a.body END,
                                                      U&'\E000\E001', U&'\FFFD\FFFD')),
