@@ -66,8 +66,9 @@ struct ListQuery {
 /// Phrases of the catalogue with their cached statistics, ordered by `id`; with `q`, the
 /// phrases matching a search, best match first.
 ///
-/// **Search** (`q`): case and accents are ignored (`donde esta` finds "¿Dónde está la
-/// estación?"); every word of `q` must be a word of the phrase's text or of one of its
+/// **Search** (`q`): case and accents are ignored, in every script (`donde esta` finds "¿Dónde
+/// está la estación?", `strasse` "Straße", `οδοσ` "ΟΔΟΣ" and "οδός", `istanbul` "İSTANBUL",
+/// `abc` "ＡＢＣ"); every word of `q` must be a word of the phrase's text or of one of its
 /// translations, and the last word may also be the start of one (`estac` finds "estación").
 /// Words are split at spaces and punctuation; of a hyphenated word each part counts. A `q`
 /// without any word (only punctuation) matches nothing. `language` still filters on the

@@ -221,6 +221,89 @@ async fn the_unicode_spaces_migration_refolds_the_documents_it_changes() {
     );
 }
 
+async fn add_greek(db: &mut PgConnection) {
+    sqlx::raw_sql("INSERT INTO languages (code, name) VALUES ('el', 'Greek')")
+        .execute(db)
+        .await
+        .unwrap();
+}
+
+/// Greek's final sigma `ς` is the letter `σ`: lower-casing writes a capital `Σ` as `ς` at the end
+/// of a word and as `σ` inside one, and a learner types a word's last `σ` as `ς` or not. "ΟΔΟΣ",
+/// "οδός" and `οδοσ` are one word, in the text and in translations, whole and as the last word's
+/// prefix (`οδος`, typed with its final letter, begins "ΟΔΟΣΤΡΩΜΑ").
+#[tokio::test]
+async fn a_final_sigma_is_a_sigma() {
+    let app = spawn_app_unseeded().await;
+    let mut db = pipeline(&app).await;
+    add_languages(&mut db).await;
+    add_greek(&mut db).await;
+    add_phrase(&mut db, "el-1", "el", "ΟΔΟΣ", &[]).await;
+    add_phrase(&mut db, "el-2", "el", "Η οδός", &[]).await;
+    add_phrase(&mut db, "el-3", "el", "ΟΔΟΣΤΡΩΜΑ", &[]).await;
+    let stadiou = [("el", "Οδός Σταδίου")];
+    add_phrase(&mut db, "en-1", "en", "Stadiou Street", &stadiou).await;
+    let every_spelling = ["el-1", "el-2", "el-3", "en-1"];
+    let cases: [(&str, &[&str]); 8] = [
+        ("q=οδοσ", &every_spelling),
+        ("q=οδος", &every_spelling),
+        ("q=οδός", &every_spelling),
+        ("q=ΟΔΟΣ", &every_spelling),
+        ("q=Οδός", &every_spelling),
+        ("q=οδος σταδιου", &["en-1"]),
+        ("q=ΟΔΟΣ ΣΤΑΔ", &["en-1"]),
+        ("q=σταδιου οδος", &["en-1"]),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(found(&app, query).await, expected, "{query}");
+    }
+}
+
+/// Migration 20261130200001 folds `ς` as `σ` and computes again the stored documents that
+/// change, and only those: run over documents stored with the folding before it, a phrase whose
+/// text or translation holds `Σ` or `ς` is found by `σ` afterwards.
+#[tokio::test]
+async fn the_final_sigma_migration_refolds_the_documents_it_changes() {
+    let app = spawn_app_unseeded().await;
+    let mut owner = connect_one(&app.db.url_for("lingo_owner")).await.unwrap();
+    let folding_before =
+        include_str!("../../migrations/20261130100001_phrase_search_unicode_spaces.sql");
+    let definition_before = folding_before
+        .split_once("CREATE OR REPLACE FUNCTION search_fold")
+        .and_then(|(_, rest)| rest.split_once(";\n"))
+        .map(|(body, _)| format!("CREATE OR REPLACE FUNCTION search_fold{body}"))
+        .unwrap();
+    sqlx::raw_sql(&definition_before)
+        .execute(&mut owner)
+        .await
+        .unwrap();
+    let mut db = pipeline(&app).await;
+    add_languages(&mut db).await;
+    add_greek(&mut db).await;
+    add_phrase(&mut db, "el-1", "el", "ΟΔΟΣ", &[]).await;
+    add_phrase(&mut db, "en-1", "en", "The street", &[("el", "Η οδός")]).await;
+    add_phrase(&mut db, "es-3", "es", "Hasta luego", &[]).await;
+    assert!(found(&app, "q=οδοσ").await.is_empty(), "folded the old way");
+    let version_of_es_3 = "SELECT xmin::text FROM phrase_search WHERE phrase_id = 'es-3'";
+    let before: String = sqlx::query_scalar(version_of_es_3)
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+
+    let migration = include_str!("../../migrations/20261130200001_phrase_search_final_sigma.sql");
+    sqlx::raw_sql(migration).execute(&mut owner).await.unwrap();
+
+    assert_eq!(found(&app, "q=οδοσ").await, ["el-1", "en-1"]);
+    let after: String = sqlx::query_scalar(version_of_es_3)
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(
+        after, before,
+        "a document the folding leaves alone is not written"
+    );
+}
+
 #[tokio::test]
 async fn best_match_first_and_language_still_filters() {
     let app = small_catalogue().await;

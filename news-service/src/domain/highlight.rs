@@ -36,6 +36,18 @@ pub fn fragment(marked: &str) -> Option<Fragment> {
     Some(cut(&chars, &marks))
 }
 
+/// The fragment of `written` whose words are those `ts_headline` marked in `marked`, a copy of
+/// `written` with other letters (lowered, one code point for one) and the markers added; `None`
+/// when no word is marked.
+pub fn fragment_of(written: &str, marked: &str) -> Option<Fragment> {
+    let (chars, marks) = unmark(marked);
+    if chars.len() != written.chars().count() {
+        // A lowering that changed a length (a Unicode version apart): the lowered fragment.
+        return fragment(marked);
+    }
+    fragment_at(written, &marks)
+}
+
 /// The fragment of `text` whose words at `marks` (`[start, end)` code points, in order) matched,
 /// cut to length; `None` when nothing is marked. Marker characters in the text become
 /// [`REPLACEMENT`], as in a fragment `ts_headline` marked.
@@ -169,6 +181,20 @@ mod tests {
         .unwrap();
         assert_eq!(from_marks, from_markers);
         assert_eq!(fragment_at("text", &[]), None);
+    }
+
+    #[test]
+    fn marks_found_in_a_lowered_text_are_put_on_the_text_as_written() {
+        let marked = format!("{START}москва{STOP} готовится, {START}οδοσ{STOP}");
+        let fragment = fragment_of("МОСКВА готовится, ΟΔΟΣ", &marked).unwrap();
+        assert_eq!(fragment.text, "МОСКВА готовится, ΟΔΟΣ");
+        assert_eq!(fragment.marks, [[0, 6], [18, 22]]);
+        // Lengths apart: the lowered fragment rather than marks on other words.
+        let lowered = "i\u{307}i\u{307}";
+        let fragment = fragment_of("İİ x", &format!("{START}{lowered}{STOP} x")).unwrap();
+        assert_eq!(fragment.text, format!("{lowered} x"));
+        assert_eq!(fragment.marks, [[0, 4]]);
+        assert_eq!(fragment_of("x", "x"), None);
     }
 
     #[test]

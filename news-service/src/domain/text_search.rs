@@ -4,6 +4,9 @@
 //! query's, which is what `ts_headline` with `HighlightAll` does.
 //!
 //! The model covers what news text mostly is, and says so when a text holds anything else:
+//! - The text folded first ([`search_fold`], as the schema's function of that name, one code
+//!   point for one): punctuation and white space beyond ASCII become spaces, and letters lower
+//!   case by Unicode rules.
 //! - PostgreSQL 15's default parser in a database whose `LC_CTYPE` is `C` (the store checks both):
 //!   a word is a run of ASCII letters and digits and of any non-ASCII characters (to the parser
 //!   in that locale every non-ASCII character is a letter: emoji, combining accents, curly
@@ -31,6 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 
 /// Longer words are left to PostgreSQL (it skips tokens of 2,047 bytes and more, and such a
 /// word is no word of news text).
@@ -77,11 +81,12 @@ impl Folding {
 
     /// `f` of the lexeme of one word (as [`Folding::lexeme`]), without copying it.
     fn with_lexeme<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
+        let word = search_fold(word);
         if word.chars().any(|c| c.is_ascii_digit()) {
             // numword / uint: the simple dictionary, without unaccent.
             return Some(f(&word.to_ascii_lowercase()));
         }
-        self.with_stem(&UNACCENT.apply(word), f)
+        self.with_stem(&UNACCENT.apply(&word), f)
     }
 
     /// The Snowball dictionary: lower case, stop words, stem.
@@ -96,6 +101,38 @@ impl Folding {
         }
         Some(f(&self.stemmer.stem(&lower)))
     }
+}
+
+/// A text as the schema's `search_fold` (migration `search_fold`) gives it to the parser, one
+/// code point for one: punctuation and white space beyond ASCII as ASCII spaces, then lower case
+/// by Unicode rules (`İ` as `I` first, so that one code point stays one) and Greek's final sigma
+/// `ς` as `σ`. ASCII text is left as it is (the dictionaries lower-case it anyway).
+pub fn search_fold(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    let split: String = text
+        .chars()
+        .map(|c| match c {
+            '\u{130}' => 'I',
+            c if splits_words(c) => ' ',
+            c => c,
+        })
+        .collect();
+    Cow::Owned(
+        split
+            .to_lowercase()
+            .chars()
+            .map(|c| if c == 'ς' { 'σ' } else { c })
+            .collect(),
+    )
+}
+
+/// Whether `search_fold` writes `c` as a space: punctuation (general category P*) or white space
+/// beyond ASCII, which the parser in the `C` locale would read as a letter.
+pub fn splits_words(c: char) -> bool {
+    !c.is_ascii()
+        && (c.is_whitespace() || c.general_category_group() == GeneralCategoryGroup::Punctuation)
 }
 
 /// PostgreSQL's `unaccent` dictionary: each character (or longest listed sequence) replaced by
@@ -308,8 +345,10 @@ impl<'a> Marker<'a> {
 
     /// As [`marks`].
     pub fn marks(&mut self, text: &str) -> Option<Vec<[usize; 2]>> {
+        // The words PostgreSQL reads are those of the folded text, at the same code points.
+        let folded = search_fold(text);
         let mut marks = Vec::new();
-        for_each_word(text, |w| {
+        for_each_word(&folded, |w| {
             if self.matches(w.text) {
                 marks.push([w.start, w.end]);
             }
@@ -333,6 +372,28 @@ fn ascii_firsts(lexemes: &HashSet<String>) -> [bool; 128] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn texts_are_lowered_in_every_script_one_code_point_for_one() {
+        for (written, lowered) in [
+            ("ΟΔΟΣ οδός Σ", "οδοσ οδόσ σ"),
+            ("МОСКВА Ёлка", "москва ёлка"),
+            ("İSTANBUL Işık", "istanbul işık"),
+            ("GROẞE", "große"),
+            ("ASCII Stays", "ASCII Stays"),
+            ("“the CAFÉ is full”", " the café is full "),
+            ("said—quietly—that l’eau «x»", "said quietly that l eau  x "),
+            ("va\u{A0}? 東京、駅。", "va ? 東京 駅 "),
+        ] {
+            let got = search_fold(written);
+            assert_eq!(got, lowered, "{written}");
+            assert_eq!(got.chars().count(), written.chars().count(), "{written}");
+        }
+        let english = Folding::of_language("en").unwrap();
+        assert_eq!(english.lexeme("МОСКВА").as_deref(), Some("москва"));
+        assert_eq!(english.lexeme("ΟΔΟΣ").as_deref(), Some("οδοσ"));
+        assert_eq!(english.lexeme("Ж5").as_deref(), Some("ж5"));
+    }
 
     fn english() -> Folding {
         Folding::of_language("en").unwrap()

@@ -496,6 +496,149 @@ async fn fields_the_model_leaves_out_are_highlighted_by_postgresql() {
     assert_eq!(marked(highlight(hit, "summary")), ["Leuchtturm"]);
 }
 
+/// Articles whose words have capitals beyond ASCII: a Russian one, Greek words in an English
+/// one, a Greek one, and an English one in ASCII only.
+const CAPITALS: &str = "INSERT INTO articles (id, title, summary, body, url, published_at, \
+                                              organization_id, journalist_id, language) VALUES
+  ('c-ru', 'МОСКВА ГОТОВИТСЯ К ВЫБОРАМ', 'Москва и выборы', 'Выборы пройдут в декабре.', 'u',
+   '2026-03-01T10:00:00Z', 'org-a', 'jrn-1', 'ru'),
+  ('c-en', 'Athens: ΟΔΟΣ ΣΤΑΔΙΟΥ closed', 'Roadworks downtown.', 'Reopens on Monday.', 'u',
+   '2026-03-02T10:00:00Z', 'org-a', 'jrn-1', 'en'),
+  ('c-el', 'Κλειστός ο δρόμος', 'Η οδός είναι κλειστή.', 'Έργα.', 'u',
+   '2026-03-03T10:00:00Z', 'org-a', 'jrn-1', 'el'),
+  ('c-ascii', 'Harbour strike ends', 'Dock workers return.', 'The union agreed.', 'u',
+   '2026-03-04T10:00:00Z', 'org-a', 'jrn-1', 'en'),
+  ('c-quotes', 'Ferry queues at the harbour', 'He said—quietly—that “the quay is full”.',
+   'L’eau monte à «Marseille»\u{A0}!', 'u', '2026-03-05T10:00:00Z', 'org-a', 'jrn-1', 'en');";
+
+/// Case is ignored in every script, as for Latin letters: a Russian article's "МОСКВА" and
+/// "Москва" are `москва`, the Greek words of an English article are found in lower case and
+/// with a final sigma typed either way, and the highlights mark the words as written.
+#[tokio::test]
+async fn case_is_ignored_in_every_script() {
+    let app = spawn_with_fixture().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(CAPITALS).execute(&pipeline).await.unwrap();
+    for q in ["москва", "МОСКВА", "Москва", "выборы", "ВЫБОРЫ"] {
+        assert_eq!(found(&app, q).await, ["c-ru"], "{q}");
+    }
+    for q in ["οδος", "οδοσ", "ΟΔΟΣ", "οδός", "σταδιου"] {
+        let hits: HashSet<String> = found(&app, q).await.into_iter().collect();
+        let expected: &[&str] = if q == "σταδιου" {
+            &["c-en"]
+        } else {
+            &["c-en", "c-el"]
+        };
+        assert_eq!(hits, set(expected), "{q}");
+    }
+    let page = search(&app, &format!("q={}", encode("москва"))).await;
+    let hit = &page["data"][0];
+    assert_eq!(marked(highlight(hit, "title")), ["МОСКВА"]);
+    assert_eq!(
+        highlight(hit, "title")["text"],
+        "МОСКВА ГОТОВИТСЯ К ВЫБОРАМ"
+    );
+    assert_eq!(marked(highlight(hit, "summary")), ["Москва"]);
+    let page = search(&app, &format!("q={}", encode("οδοσ σταδιου"))).await;
+    let hit = &page["data"][0];
+    assert_eq!(hit["id"], "c-en");
+    assert_eq!(marked(highlight(hit, "title")), ["ΟΔΟΣ", "ΣΤΑΔΙΟΥ"]);
+}
+
+/// A word ends at any punctuation or white space, not only ASCII's: curly quotes, dashes,
+/// guillemets, a curly apostrophe and a no-break space (to PostgreSQL's parser in the `C` locale
+/// they were letters, so "“the quay is full”" held the word `full"`), and a `q` typed with them
+/// is read the same way. The highlights mark the words as written.
+#[tokio::test]
+async fn punctuation_beyond_ascii_ends_a_word() {
+    let app = spawn_with_fixture().await;
+    let pipeline = pool_as(&app.db, "news_pipeline").await;
+    sqlx::raw_sql(CAPITALS).execute(&pipeline).await.unwrap();
+    for q in [
+        "full",
+        "quietly",
+        "quay",
+        "eau",
+        "marseille",
+        "“full”",
+        "l’eau",
+        "«quietly»",
+        "said—quietly",
+    ] {
+        assert_eq!(found(&app, q).await, ["c-quotes"], "{q}");
+    }
+    let page = search(&app, &format!("q={}", encode("quietly full"))).await;
+    let hit = &page["data"][0];
+    assert_eq!(marked(highlight(hit, "summary")), ["quietly", "full"]);
+    assert_eq!(
+        highlight(hit, "summary")["text"],
+        "He said—quietly—that “the quay is full”."
+    );
+    let page = search(&app, &format!("q={}", encode("marseille"))).await;
+    assert_eq!(marked(highlight(&page["data"][0], "body")), ["Marseille"]);
+    // The word list that suggestions respell from holds the words, not the punctuation.
+    let listed = "SELECT count(*) FROM search_words WHERE word IN ('full', 'quietly', 'москва')";
+    assert_eq!(app.count(listed).await, 3);
+    let joined = "SELECT count(*) FROM search_words WHERE word ~ '[“”—«»’]'";
+    assert_eq!(app.count(joined).await, 0);
+}
+
+/// Migration `search_fold` with its backfill, over vectors computed before it: the
+/// articles with capitals or punctuation beyond ASCII are found in lower case and by the words
+/// next to the punctuation afterwards, their vectors and
+/// lexeme counts are what the triggers give, and an article in ASCII only is not written.
+#[tokio::test]
+async fn the_fold_migration_recomputes_the_vectors_it_changes() {
+    let (db, owner, pipeline) = database_before_migration(20261130200001).await;
+    sqlx::raw_sql(CAPITALS).execute(&pipeline).await.unwrap();
+    let admin = pool_as(&db, "admin").await;
+    let moscow = "SELECT count(*) FROM news.articles WHERE search_vector @@ 'москв'::tsquery";
+    let found_before: i64 = sqlx::query_scalar(moscow).fetch_one(&admin).await.unwrap();
+    assert_eq!(found_before, 0, "capitals kept the old way");
+    let version_of_ascii = "SELECT xmin::text FROM news.articles WHERE id = 'c-ascii'";
+    let before: String = sqlx::query_scalar(version_of_ascii)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    MIGRATOR.run(&owner).await.unwrap();
+    let after: String = sqlx::query_scalar(version_of_ascii)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(
+        after, before,
+        "an article the lowering leaves alone is not written"
+    );
+    let found_after: i64 = sqlx::query_scalar(moscow).fetch_one(&admin).await.unwrap();
+    assert_eq!(found_after, 1);
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM news.articles WHERE search_vector IS DISTINCT FROM \
+         news.article_search_vector(language, title, summary, body)",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert_eq!(stale, 0);
+    let miscounted: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT a.language, l.lexeme, count(*) AS n \
+                                 FROM news.articles a, \
+                                      unnest(tsvector_to_array(a.search_vector)) AS l (lexeme) \
+                                GROUP BY 1, 2) c \
+           FULL JOIN (SELECT * FROM news.search_lexemes WHERE lexeme <> '' AND articles <> 0) s \
+             ON s.language = c.language AND s.lexeme = c.lexeme \
+          WHERE s.articles IS DISTINCT FROM c.n",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert_eq!(miscounted, 0, "the lexeme counts follow the vectors");
+    let app = start(db, None).await;
+    assert_eq!(found(&app, "москва").await, ["c-ru"]);
+    assert_eq!(found(&app, "οδοσ").await.len(), 2);
+    assert_eq!(found(&app, "strike").await, ["c-ascii"]);
+    assert_eq!(found(&app, "full").await, ["c-quotes"]);
+}
+
 #[tokio::test]
 async fn a_misspelt_query_gets_a_suggestion() {
     let app = spawn_search().await;

@@ -51,7 +51,7 @@ pub(super) async fn hits(
                     text: fragment.text,
                     marks: fragment.marks,
                 }),
-                None => left.push((item.id.clone(), field)),
+                None => left.push((item.id.clone(), field, text.to_owned())),
             }
         }
         found.push(SearchHit {
@@ -134,23 +134,29 @@ fn headline_options() -> String {
 /// Rust model leaves to PostgreSQL.
 async fn headlines(
     pool: &PgPool,
-    fields: &[(String, HighlightField)],
+    fields: &[(String, HighlightField, String)],
     languages: &[LanguageQuery],
 ) -> Result<Vec<(String, Highlight)>> {
     let codes: Vec<String> = languages.iter().map(|l| l.language.clone()).collect();
     let configs: Vec<Oid> = languages.iter().map(|l| l.config).collect();
     let positives: Vec<String> = languages.iter().map(|l| l.positive.clone()).collect();
-    let ids: Vec<String> = fields.iter().map(|(id, _)| id.clone()).collect();
-    let names: Vec<String> = fields.iter().map(|(_, f)| f.name().to_owned()).collect();
+    let ids: Vec<String> = fields.iter().map(|(id, _, _)| id.clone()).collect();
+    let names: Vec<String> = fields.iter().map(|(_, f, _)| f.name().to_owned()).collect();
+    let texts: HashMap<(&str, &str), &str> = fields
+        .iter()
+        .map(|(id, f, text)| ((id.as_str(), f.name()), text.as_str()))
+        .collect();
     // Marker characters in the text itself become U+FFFD (one code point for one) so they
-    // cannot fake a mark.
+    // cannot fake a mark. The text is lowered as the vector read it (migration
+    // `search_fold`), one code point for one: the marks found in it are put on the text
+    // as written (`fragment_of`).
     let rows = sqlx::query!(
         r#"SELECT f.id AS "id!", f.field AS "field!",
                   ts_headline(l.config::regconfig,
-                              translate(CASE f.field WHEN 'title' THEN a.title
-                                                     WHEN 'summary' THEN a.summary
-                                                     ELSE a.body END,
-                                        U&'\E000\E001', U&'\FFFD\FFFD'),
+                              search_fold(translate(CASE f.field WHEN 'title' THEN a.title
+                                                                  WHEN 'summary' THEN a.summary
+                                                                  ELSE a.body END,
+                                                     U&'\E000\E001', U&'\FFFD\FFFD')),
                               l.positive::tsquery, $4) AS "marked!"
              FROM unnest($1::text[], $5::text[]) AS f (id, field)
              JOIN articles a ON a.id = f.id
@@ -169,7 +175,8 @@ async fn headlines(
         .into_iter()
         .filter_map(|row| {
             let field = HighlightField::from_name(&row.field)?;
-            let fragment = highlight::fragment(&row.marked)?;
+            let written = texts.get(&(row.id.as_str(), field.name()))?;
+            let fragment = highlight::fragment_of(written, &row.marked)?;
             debug_assert!(fragment.text.chars().count() <= MAX_FRAGMENT_CHARS);
             Some((
                 row.id,

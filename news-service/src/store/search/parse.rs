@@ -78,11 +78,12 @@ async fn parse_and_count(
     let rows = sqlx::query_as!(
         LanguageRow,
         // OFFSET 0 keeps the subquery whole, so `search_config` runs once per language rather
-        // than once per use. The counted lexemes are those of `q`'s words in the language's
+        // than once per use. `q` is lowered as the articles' texts are (migration
+        // `search_fold`). The counted lexemes are those of `q`'s words in the language's
         // configuration (the tsquery's, and the operators' words, which cost nothing).
         r#"SELECT l.language AS "language!", c.config::oid AS "config!",
-                  websearch_to_tsquery(c.config, $1)::text AS "query!",
-                  websearch_to_tsquery(c.config, $2)::text AS "positive!",
+                  websearch_to_tsquery(c.config, search_fold($1))::text AS "query!",
+                  websearch_to_tsquery(c.config, search_fold($2))::text AS "positive!",
                   current_setting('lc_ctype') IN ('C', 'POSIX')
                   AND current_setting('server_encoding') = 'UTF8'
                   AND current_setting('server_version_num')::int / 10000 = 15
@@ -95,7 +96,7 @@ async fn parse_and_count(
             CROSS JOIN LATERAL (
                   SELECT coalesce(array_agg(w.lexeme), '{}') AS lexemes,
                          coalesce(array_agg(coalesce(s.articles, 0)), '{}') AS counts
-                    FROM unnest(tsvector_to_array(to_tsvector(c.config, $1))) AS w (lexeme)
+                    FROM unnest(tsvector_to_array(to_tsvector(c.config, search_fold($1)))) AS w (lexeme)
                     LEFT JOIN search_lexemes s
                       ON s.language = l.language AND s.lexeme = w.lexeme) k
             ORDER BY l.language"#,

@@ -35,7 +35,8 @@ pub async fn suggestion(db: impl PgExecutor<'_>, q: &str) -> Result<Option<Strin
                               LIMIT 1)
                   END AS respelling
              FROM unnest($1::text[]) WITH ORDINALITY AS w (word, ord)
-            CROSS JOIN LATERAL (SELECT lower(public.unaccent('public.unaccent'::regdictionary, w.word)) AS folded) f
+            -- folded as the word list's words are (migration `search_fold`)
+            CROSS JOIN LATERAL (SELECT lower(public.unaccent('public.unaccent'::regdictionary, search_fold(w.word))) AS folded) f
             ORDER BY w.ord"#,
         &asked
     )
