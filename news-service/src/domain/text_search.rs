@@ -76,17 +76,17 @@ impl Folding {
 
     /// The lexeme of one word as the parser cut it; `None` for a stop word.
     pub fn lexeme(&self, word: &str) -> Option<String> {
-        self.with_lexeme(word, str::to_owned)
+        self.with_lexeme(&search_fold(word), str::to_owned)
     }
 
-    /// `f` of the lexeme of one word (as [`Folding::lexeme`]), without copying it.
-    fn with_lexeme<R>(&self, word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
-        let word = search_fold(word);
-        if word.chars().any(|c| c.is_ascii_digit()) {
+    /// `f` of the lexeme of one word of a text already folded ([`search_fold`]), without copying
+    /// it ([`Marker::marks`] folds the whole text once).
+    fn with_lexeme<R>(&self, folded_word: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
+        if folded_word.chars().any(|c| c.is_ascii_digit()) {
             // numword / uint: the simple dictionary, without unaccent.
-            return Some(f(&word.to_ascii_lowercase()));
+            return Some(f(&folded_word.to_ascii_lowercase()));
         }
-        self.with_stem(&UNACCENT.apply(&word), f)
+        self.with_stem(&UNACCENT.apply(folded_word), f)
     }
 
     /// The Snowball dictionary: lower case, stop words, stem.
@@ -330,6 +330,7 @@ impl<'a> Marker<'a> {
             .is_none_or(|b| self.firsts[usize::from(b.to_ascii_lowercase())])
     }
 
+    /// Whether `word`, a word of a folded text, is one of the lexemes.
     fn matches(&mut self, word: &str) -> bool {
         if !self.may_match(word) {
             return false;
