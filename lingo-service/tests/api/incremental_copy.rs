@@ -335,12 +335,16 @@ fn progress_rows(copy: &BTreeMap<(String, String), Value>) -> Rows {
                 seen => (correct.as_f64().unwrap() / seen).into(),
             };
             assert_eq!(row["accuracy"], accuracy, "{row}");
-            let text: Vec<String> = fields
-                .iter()
-                .map(|field| row[field].to_string().trim_matches('"').to_owned())
-                .collect();
-            (key.clone(), text.join(" "))
+            (key.clone(), field_texts(row, &fields).join(" "))
         })
+        .collect()
+}
+
+/// The `fields` of a copied row as text, strings without their quotes, in order.
+fn field_texts(row: &Value, fields: &[&str]) -> Vec<String> {
+    fields
+        .iter()
+        .map(|field| row[field].to_string().trim_matches('"').to_owned())
         .collect()
 }
 
@@ -399,10 +403,7 @@ fn state_rows(copy: &BTreeMap<(String, String), Value>) -> Rows {
                 "due_at",
                 "updated_at",
             ];
-            let mut text: Vec<String> = fields
-                .iter()
-                .map(|field| row[field].to_string().trim_matches('"').to_owned())
-                .collect();
+            let mut text = field_texts(row, &fields);
             for field in ["stability_days", "difficulty"] {
                 text.push(format!("{:.6e}", row[field].as_f64().unwrap()));
             }

@@ -168,6 +168,16 @@ async fn every_white_space_ends_a_word_and_quoted_words_count() {
     }
 }
 
+/// The row version (`xmin`) of `phrase_id`'s search document: unchanged when no statement wrote
+/// it since.
+async fn search_row_version(owner: &mut PgConnection, phrase_id: &str) -> String {
+    sqlx::query_scalar("SELECT xmin::text FROM phrase_search WHERE phrase_id = $1")
+        .bind(phrase_id)
+        .fetch_one(owner)
+        .await
+        .unwrap()
+}
+
 /// Migration 20261130100001 computes again the stored documents its folding changes, and only
 /// those: run over documents stored with the folding before it, a phrase with a no-break space
 /// or guillemets (in its text or a translation) is found by its words afterwards.
@@ -199,11 +209,7 @@ async fn the_unicode_spaces_migration_refolds_the_documents_it_changes() {
     assert!(found(&app, "q=hola").await.is_empty(), "folded the old way");
     assert!(found(&app, "q=good morning").await.is_empty());
     // The row version of a document the folding leaves alone: not written again.
-    let version_of_es_3 = "SELECT xmin::text FROM phrase_search WHERE phrase_id = 'es-3'";
-    let before: String = sqlx::query_scalar(version_of_es_3)
-        .fetch_one(&mut owner)
-        .await
-        .unwrap();
+    let before = search_row_version(&mut owner, "es-3").await;
 
     let migration =
         include_str!("../../migrations/20261130100001_phrase_search_unicode_spaces.sql");
@@ -211,12 +217,9 @@ async fn the_unicode_spaces_migration_refolds_the_documents_it_changes() {
 
     assert_eq!(found(&app, "q=hola").await, ["es-1"]);
     assert_eq!(found(&app, "q=good morning").await, ["es-2"]);
-    let after: String = sqlx::query_scalar(version_of_es_3)
-        .fetch_one(&mut owner)
-        .await
-        .unwrap();
     assert_eq!(
-        after, before,
+        search_row_version(&mut owner, "es-3").await,
+        before,
         "a document the folding leaves alone is not written"
     );
 }
@@ -284,22 +287,15 @@ async fn the_final_sigma_migration_refolds_the_documents_it_changes() {
     add_phrase(&mut db, "en-1", "en", "The street", &[("el", "Η οδός")]).await;
     add_phrase(&mut db, "es-3", "es", "Hasta luego", &[]).await;
     assert!(found(&app, "q=οδοσ").await.is_empty(), "folded the old way");
-    let version_of_es_3 = "SELECT xmin::text FROM phrase_search WHERE phrase_id = 'es-3'";
-    let before: String = sqlx::query_scalar(version_of_es_3)
-        .fetch_one(&mut owner)
-        .await
-        .unwrap();
+    let before = search_row_version(&mut owner, "es-3").await;
 
     let migration = include_str!("../../migrations/20261130200001_phrase_search_final_sigma.sql");
     sqlx::raw_sql(migration).execute(&mut owner).await.unwrap();
 
     assert_eq!(found(&app, "q=οδοσ").await, ["el-1", "en-1"]);
-    let after: String = sqlx::query_scalar(version_of_es_3)
-        .fetch_one(&mut owner)
-        .await
-        .unwrap();
     assert_eq!(
-        after, before,
+        search_row_version(&mut owner, "es-3").await,
+        before,
         "a document the folding leaves alone is not written"
     );
 }
